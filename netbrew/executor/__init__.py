@@ -1,0 +1,7 @@
+"""Running nets: the Workspace, the runtimes and the Predictor."""
+
+from netbrew.executor.predictor import Predictor
+from netbrew.executor.runtime import RUNTIMES, create_runtime
+from netbrew.executor.workspace import Workspace
+
+__all__ = ["RUNTIMES", "Predictor", "Workspace", "create_runtime"]

@@ -1,0 +1,106 @@
+"""An op resolved once at create_net: kernel, parsed arguments and checks, ready to run."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from netbrew.errors import BlobNotFoundError, NetbrewError, OperatorError, SchemaError, suggest
+from netbrew.netdef.args import args_dict
+from netbrew.netdef.scope import device_name
+from netbrew.operators import OpSchema, get_kernel, get_schema
+from netbrew.proto.netbrew_pb2 import DeviceOption, OperatorDef
+
+
+@dataclass
+class CompiledOp:
+    """One op of a created net. `run` does no protobuf work."""
+
+    index: int
+    op: OperatorDef
+    schema: OpSchema
+    kernel: Any
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any]
+    device: str
+    rng: np.random.Generator | None = field(default=None, repr=False)
+
+    @property
+    def where(self) -> str:
+        name = f" {self.op.name!r}" if self.op.name else ""
+        return f"op #{self.index} {self.op.type}{name}"
+
+    def run(self, blobs: MutableMapping[str, Any]) -> None:
+        try:
+            args = [blobs[n] if n else None for n in self.inputs]
+        except KeyError:
+            missing = next(n for n in self.inputs if n and n not in blobs)
+            raise BlobNotFoundError(
+                f"{self.where}: input {missing!r} is not in the workspace."
+                f"{suggest(missing, blobs)} Feed it, or run the net that produces it first."
+            ) from None
+        try:
+            self.schema.check_dtypes(args, self.where)
+            if self.rng is None:
+                results = self.kernel(*args, **self.attrs)
+            else:
+                results = self.kernel(*args, rng=self.rng, **self.attrs)
+        except Exception as e:
+            raise OperatorError(self.describe(blobs, e)) from e
+        for name, value in zip(self.outputs, results):
+            if name:
+                blobs[name] = value if isinstance(value, np.ndarray) else np.asarray(value)
+
+    def describe(self, blobs: MutableMapping[str, Any], error: BaseException) -> str:
+        """The failure message: op, blobs with shapes and dtypes, device, original error."""
+
+        def show(names):
+            return ", ".join(f"{n}: {_meta(blobs.get(n))}" if n else "<none>" for n in names)
+
+        reason = str(error) if isinstance(error, NetbrewError) else f"{type(error).__name__}: {error}"
+        return (
+            f"{self.where} failed on {self.device}: {reason}\n"
+            f"  inputs:  {show(self.inputs) or '()'}\n"
+            f"  outputs: {', '.join(self.outputs)}"
+        )
+
+
+def _meta(value: Any) -> str:
+    if value is None:
+        return "<missing>"
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return type(value).__name__
+    return f"{value.dtype}[{', '.join(map(str, shape))}]"
+
+
+def compile_op(
+    index: int, op: OperatorDef, net_device: DeviceOption | None = None
+) -> CompiledOp:
+    """Resolves an op's kernel for its device and parses and checks its arguments.
+
+    Raises:
+        UnknownOperatorError: the op type is not registered.
+        SchemaError: arity or arguments do not match the schema, or no kernel for the device.
+    """
+    option = op.device_option if op.HasField("device_option") else net_device
+    device = device_name(option)
+    where = f"op #{index} {op.type}" + (f" {op.name!r}" if op.name else "")
+    schema = get_schema(op.type)
+    schema.check_arity(len(op.input), len(op.output), where)
+    attrs = schema.parse_attrs(args_dict(op.arg), where)
+    if schema.num_outputs_attr and attrs.get(schema.num_outputs_attr) is None:
+        attrs[schema.num_outputs_attr] = len(op.output)
+    try:
+        kernel = get_kernel(op.type, device.split(":")[0])
+    except SchemaError as e:
+        raise SchemaError(f"{where}: {e}") from None
+    rng = None
+    if schema.rng:
+        seed = option.random_seed if option is not None and option.HasField("random_seed") else None
+        rng = np.random.default_rng(seed)
+    return CompiledOp(index, op, schema, kernel, tuple(op.input), tuple(op.output), attrs, device, rng)

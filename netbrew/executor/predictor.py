@@ -1,0 +1,104 @@
+"""Predictor: the inference entry point over an (init_net, predict_net) pair."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from netbrew.errors import FeedError, SchemaError
+from netbrew.executor.workspace import Workspace, _netdef
+from netbrew.netdef.tensor import dtype_of
+from netbrew.proto.netbrew_pb2 import NetDef, TensorShape
+
+FILE_OPS = frozenset({"Save", "Load"})
+
+
+def refuse_file_ops(net: NetDef, who: str) -> None:
+    """Raises SchemaError if `net` holds ops that touch the file system (DESIGN §9)."""
+    found = sorted({op.type for op in net.op if op.type in FILE_OPS})
+    if found:
+        raise SchemaError(
+            f"{who}: net {net.name!r} contains {', '.join(found)}, which reads or writes "
+            "files; a loaded model may not do that unless you pass allow_file_ops=True"
+        )
+
+
+class Predictor:
+    """Runs `init_net` once, then `run(feeds)` runs `predict_net` and returns its outputs.
+
+    Args:
+        init_net: the net that fills parameters (Net, NetDef, or None).
+        predict_net: the inference net.
+        allow_file_ops: permit Save/Load ops in either net.
+
+    Feeds are checked: a missing or unexpected input, or one whose dtype or rank differs
+    from the net's value_info, raises FeedError naming the blob.
+    """
+
+    def __init__(self, init_net: Any, predict_net: Any, *, allow_file_ops: bool = False) -> None:
+        self.predict_net = _netdef(predict_net)
+        init = _netdef(init_net) if init_net is not None else NetDef(name="init")
+        if not allow_file_ops:
+            refuse_file_ops(init, "Predictor")
+            refuse_file_ops(self.predict_net, "Predictor")
+        self.workspace = Workspace()
+        self.workspace.run_net_once(init)
+        params = set(self.workspace.blobs())
+        self.input_names = [b for b in self.predict_net.external_input if b not in params]
+        self.output_names = list(self.predict_net.external_output) or (
+            list(self.predict_net.op[-1].output) if self.predict_net.op else []
+        )
+        self.value_info: dict[str, TensorShape] = {v.name: v for v in self.predict_net.value_info}
+        self.workspace.create_net(self.predict_net)
+
+    def check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The feeds as arrays, after checking names, dtypes and ranks."""
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise FeedError(
+                f"missing input {missing[0]!r}{self._expected(missing[0])}; "
+                f"the net's inputs are: {', '.join(self.input_names)}"
+            )
+        unexpected = [n for n in feeds if n not in self.input_names]
+        if unexpected:
+            raise FeedError(
+                f"unexpected input {unexpected[0]!r}; the net's inputs are: "
+                f"{', '.join(self.input_names) or 'none'}"
+            )
+        arrays = {}
+        for name, value in feeds.items():
+            array = value if isinstance(value, np.ndarray) else np.asarray(value)
+            info = self.value_info.get(name)
+            if info is not None and not info.unknown_shape:
+                want = dtype_of(info.data_type)
+                if array.dtype != want:
+                    raise FeedError(f"input {name!r} has dtype {array.dtype}, expected {want}")
+                if array.ndim != len(info.dims):
+                    raise FeedError(
+                        f"input {name!r} has {array.ndim} dims {list(array.shape)}, "
+                        f"expected {len(info.dims)}{self._expected(name)}"
+                    )
+            arrays[name] = array
+        return arrays
+
+    def _expected(self, name: str) -> str:
+        info = self.value_info.get(name)
+        if info is None or info.unknown_shape:
+            return ""
+        dims = [
+            (info.dim_names[i] if i < len(info.dim_names) and info.dim_names[i] else "?")
+            if i in info.unknown_dims
+            else str(d)
+            for i, d in enumerate(info.dims)
+        ]
+        return f" (expected {dtype_of(info.data_type)}[{', '.join(dims)}])"
+
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Runs the net on `feeds` (input name -> array); returns output name -> array."""
+        ws = self.workspace
+        for name, array in self.check_feeds(feeds).items():
+            ws.feed_blob(name, array)
+        ws.run_net(self.predict_net.name)
+        return {name: ws.fetch_blob(name) for name in self.output_names}

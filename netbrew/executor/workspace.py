@@ -1,0 +1,106 @@
+"""The Workspace: a blob store plus the nets created in it, as in Caffe2."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from netbrew.errors import BlobNotFoundError, SchemaError, suggest
+from netbrew.executor.compiled import compile_op
+from netbrew.executor.runtime import create_runtime
+from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
+
+
+def _netdef(net: Any) -> NetDef:
+    return net.proto() if hasattr(net, "proto") else net
+
+
+class Workspace:
+    """Named blobs (name -> ndarray or other object) and created nets.
+
+    Example:
+        >>> ws = Workspace()
+        >>> ws.feed_blob("x", np.array([-1.0, 2.0], dtype=np.float32))
+        >>> ws.run_operator_once(op_def("Relu", ["x"], ["y"]))
+        >>> ws.fetch_blob("y")
+        array([0., 2.], dtype=float32)
+    """
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, Any] = {}
+        self._nets: dict[str, Any] = {}
+
+    # -- blobs ---------------------------------------------------------------------------
+
+    def feed_blob(self, name: str, value: Any) -> None:
+        """Stores `value` (anything np.asarray accepts) under `name`."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"blob name must be a non-empty string, got {name!r}")
+        self._blobs[name] = value if isinstance(value, np.ndarray) else np.asarray(value)
+
+    def fetch_blob(self, name: str) -> Any:
+        """The blob called `name`; the error suggests near names (scoped ones too)."""
+        try:
+            return self._blobs[name]
+        except KeyError:
+            near = suggest(name, self._blobs)
+            scoped = [b for b in self._blobs if b.endswith("/" + name)]
+            if scoped and not near:
+                near = f" Did you mean: {', '.join(scoped[:3])}?"
+            raise BlobNotFoundError(f"blob {name!r} is not in the workspace.{near}") from None
+
+    def has_blob(self, name: str) -> bool:
+        return name in self._blobs
+
+    def blobs(self) -> list[str]:
+        """Names of all blobs, sorted."""
+        return sorted(self._blobs)
+
+    def remove_blob(self, name: str) -> None:
+        self._blobs.pop(name, None)
+
+    def reset(self) -> None:
+        """Drops every blob and net."""
+        self._blobs.clear()
+        self._nets.clear()
+
+    # -- nets ----------------------------------------------------------------------------
+
+    def create_net(self, net: Any, overwrite: bool = False) -> str:
+        """Instantiates `net` (Net or NetDef): kernels resolved, arguments parsed, checked.
+
+        Returns:
+            The net's name, for run_net.
+        """
+        proto = _netdef(net)
+        if proto.name in self._nets and not overwrite:
+            raise SchemaError(
+                f"net {proto.name!r} already exists in this workspace; "
+                "pass overwrite=True to replace it"
+            )
+        self._nets[proto.name] = create_runtime(proto)
+        return proto.name
+
+    def run_net(self, name: Any, num_iter: int = 1) -> None:
+        """Runs a created net `num_iter` times. Accepts the name, a Net or a NetDef."""
+        key = name if isinstance(name, str) else _netdef(name).name
+        if key not in self._nets:
+            raise SchemaError(
+                f"net {key!r} has not been created.{suggest(key, self._nets)} "
+                "Call create_net first."
+            )
+        runtime = self._nets[key]
+        for _ in range(num_iter):
+            runtime.run(self._blobs)
+
+    def run_net_once(self, net: Any) -> None:
+        """Creates, runs and forgets `net`."""
+        create_runtime(_netdef(net)).run(self._blobs)
+
+    def run_operator_once(self, op: OperatorDef) -> None:
+        """Runs a single OperatorDef against the workspace's blobs."""
+        compile_op(0, op).run(self._blobs)
+
+    def nets(self) -> list[str]:
+        return sorted(self._nets)

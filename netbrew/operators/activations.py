@@ -1,0 +1,1 @@
+"""Relu, LeakyRelu, PRelu, Sigmoid, Tanh, Elu, Selu, Softplus, HardSigmoid and Gelu."""

@@ -1,0 +1,1 @@
+"""Equal, Less, Greater and Where."""

@@ -1,0 +1,1 @@
+"""Concat and Split."""

@@ -1,0 +1,1 @@
+"""Cast, Constant and Identity."""

@@ -1,0 +1,1 @@
+"""Conv: N-d convolution with groups, dilations, strides, pads and auto_pad."""

@@ -1,0 +1,1 @@
+"""ConvTranspose: N-d transposed convolution."""

@@ -1,0 +1,1 @@
+"""Caffe2's fillers: ConstantFill, GivenTensor*Fill, GaussianFill, UniformFill, XavierFill, MSRAFill."""

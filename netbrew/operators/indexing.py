@@ -1,0 +1,1 @@
+"""Slice, Gather and Pad."""

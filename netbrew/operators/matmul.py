@@ -1,0 +1,1 @@
+"""MatMul, Gemm and Caffe2's FC."""

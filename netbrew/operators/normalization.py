@@ -1,0 +1,1 @@
+"""BatchNormalization (inference), LayerNormalization and Dropout."""

@@ -1,0 +1,1 @@
+"""MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool."""

@@ -1,0 +1,1 @@
+"""ReduceMean, ReduceSum, ReduceMax and ArgMax."""

@@ -1,0 +1,235 @@
+"""Operator schemas and the registries every op declares itself into.
+
+An op is declared once, in its own module of `netbrew.operators`:
+
+    schema("Relu", inputs=["X"], outputs=["Y"], inplace={0: 0}, doc="Y = max(X, 0)")
+
+    @kernel("Relu")
+    def relu_cpu(x):
+        return (np.maximum(x, 0),)
+
+Input and output names carry their arity: a trailing "?" marks an optional slot and a
+trailing "*" a variadic one (one or more; "*0" allows none).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from netbrew.errors import SchemaError, suggest
+from netbrew.operators.registry import Registry
+
+REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
+"""Default of an attribute that every op must set."""
+
+Kernel = Callable[..., tuple]
+
+DTYPE_CLASSES: dict[str, Callable[[np.dtype], bool]] = {
+    "float": lambda d: d.kind in "fc" or d.name == "bfloat16",
+    "int": lambda d: d.kind in "iu",
+    "bool": lambda d: d.kind == "b",
+    "numeric": lambda d: d.kind in "iufcb",
+    "any": lambda d: True,
+}
+
+
+def _arity(names: Sequence[str]) -> tuple[tuple[str, ...], int, float]:
+    """Strips arity marks from slot names; returns (names, minimum, maximum)."""
+    plain, low, high = [], 0, 0.0
+    for name in names:
+        if name.endswith("*0"):
+            plain.append(name[:-2])
+            high = math.inf
+        elif name.endswith("*"):
+            plain.append(name[:-1])
+            low, high = low + 1, math.inf
+        elif name.endswith("?"):
+            plain.append(name[:-1])
+            high += 1
+        else:
+            plain.append(name)
+            low, high = low + 1, high + 1
+    return tuple(plain), low, high
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """What an op takes and gives. Built by `schema()`; see there for the fields."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    min_inputs: int
+    max_inputs: float
+    min_outputs: int
+    max_outputs: float
+    attrs: Mapping[str, Any]
+    doc: str
+    inplace: Mapping[int, int]
+    dtypes: Mapping[int, str]
+    onnx: bool
+    rng: bool
+    num_outputs_attr: str | None
+    infer: Callable | None = field(default=None, compare=False)
+
+    def input_name(self, i: int) -> str:
+        return self.inputs[min(i, len(self.inputs) - 1)] if self.inputs else f"input {i}"
+
+    def output_name(self, i: int) -> str:
+        return self.outputs[min(i, len(self.outputs) - 1)] if self.outputs else f"output {i}"
+
+    def check_arity(self, n_in: int, n_out: int, where: str) -> None:
+        """Raises SchemaError when the counts are outside the schema's ranges."""
+        for kind, n, low, high in (
+            ("inputs", n_in, self.min_inputs, self.max_inputs),
+            ("outputs", n_out, self.min_outputs, self.max_outputs),
+        ):
+            if not low <= n <= high:
+                want = f"{low}" if low == high else f"{low} to {_fmt(high)}"
+                raise SchemaError(f"{where}: got {n} {kind}, expected {want} ({self.signature()})")
+
+    def signature(self) -> str:
+        def slots(names, low):
+            return ", ".join(n if i < low else f"[{n}]" for i, n in enumerate(names))
+
+        ins = slots(self.inputs, self.min_inputs) + ("..." if self.max_inputs == math.inf else "")
+        outs = slots(self.outputs, self.min_outputs) + (
+            "..." if self.max_outputs == math.inf else ""
+        )
+        return f"{self.name}({ins}) -> ({outs})"
+
+    def parse_attrs(self, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """Fills defaults, checks names and required attributes, and coerces types."""
+        unknown = [k for k in given if k not in self.attrs]
+        if unknown:
+            hint = suggest(unknown[0], self.attrs)
+            known = ", ".join(sorted(self.attrs)) or "none"
+            raise SchemaError(
+                f"{where}: unknown argument {unknown[0]!r}.{hint} {self.name} takes: {known}"
+            )
+        out = {}
+        for name, default in self.attrs.items():
+            if name in given:
+                out[name] = _coerce(given[name], default)
+            elif default is REQUIRED:
+                raise SchemaError(f"{where}: required argument {name!r} is missing")
+            else:
+                out[name] = default
+        return out
+
+    def check_dtypes(self, arrays: Sequence[Any], where: str) -> None:
+        for i, cls in self.dtypes.items():
+            targets = range(i, len(arrays)) if i == len(self.inputs) - 1 else (i,)
+            for j in targets:
+                if j >= len(arrays) or arrays[j] is None:
+                    continue
+                dtype = getattr(arrays[j], "dtype", None)
+                if dtype is not None and not DTYPE_CLASSES[cls](dtype):
+                    raise SchemaError(
+                        f"{where}: input {self.input_name(j)!r} has dtype {dtype}, "
+                        f"expected a {cls} type"
+                    )
+
+
+def _fmt(n: float) -> str:
+    return "any number" if n == math.inf else str(int(n))
+
+
+def _coerce(value: Any, default: Any) -> Any:
+    """Matches a parsed argument to the type of its default (ints given for floats...)."""
+    if isinstance(default, bool) and isinstance(value, (int, np.integer)):
+        return bool(value)
+    if isinstance(default, float) and isinstance(value, (int, np.integer)):
+        return float(value)
+    if isinstance(default, int) and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(default, str) and isinstance(value, bytes):
+        return value.decode()
+    return value
+
+
+SCHEMAS: Registry[str, OpSchema] = Registry("operator")
+KERNELS: Registry[tuple[str, str], Kernel] = Registry("kernel")
+GRADIENTS: Registry[str, Callable | None] = Registry("gradient")
+
+
+def schema(
+    name: str,
+    *,
+    inputs: Sequence[str] = ("X",),
+    outputs: Sequence[str] = ("Y",),
+    attrs: Mapping[str, Any] | None = None,
+    doc: str = "",
+    inplace: Mapping[int, int] | None = None,
+    dtypes: str | Mapping[int, str] | None = None,
+    onnx: bool = True,
+    rng: bool = False,
+    num_outputs_attr: str | None = None,
+    infer: Callable | None = None,
+) -> OpSchema:
+    """Declares an op.
+
+    Args:
+        name: the op type, as stored in OperatorDef.type.
+        inputs: input slot names, with "?" (optional) and "*" (variadic) marks.
+        outputs: output slot names, marked the same way.
+        attrs: attribute name -> default; REQUIRED for attributes without one,
+            None for optional ones the kernel handles itself.
+        doc: the formula line, with shapes and defaults.
+        inplace: input index -> output index pairs that may share a blob.
+        dtypes: a dtype class ("float", "int", "bool", "numeric", "any") for every input,
+            or a map from input index to class. The last slot's class covers variadic ones.
+        onnx: True when the op is an ONNX op with ONNX semantics (exported unchanged).
+        rng: the kernel takes `rng`, a numpy Generator seeded from the op's device option.
+        num_outputs_attr: an attribute filled with the op's output count when unset.
+        infer: optional shape and type inference function.
+    """
+    ins, in_low, in_high = _arity(inputs)
+    outs, out_low, out_high = _arity(outputs)
+    if isinstance(dtypes, str):
+        dtypes = {i: dtypes for i in range(len(ins))}
+    op = OpSchema(
+        name=name,
+        inputs=ins,
+        outputs=outs,
+        min_inputs=in_low,
+        max_inputs=in_high,
+        min_outputs=out_low,
+        max_outputs=out_high,
+        attrs=dict(attrs or {}),
+        doc=doc,
+        inplace=dict(inplace or {}),
+        dtypes=dict(dtypes or {}),
+        onnx=onnx,
+        rng=rng,
+        num_outputs_attr=num_outputs_attr,
+        infer=infer,
+    )
+    return SCHEMAS.add(name, op)
+
+
+def kernel(op_type: str, device: str = "cpu") -> Callable[[Kernel], Kernel]:
+    """Registers a kernel: a pure function `(*arrays, **attrs) -> tuple of arrays`."""
+    return KERNELS.register((op_type, device))
+
+
+def get_schema(op_type: str) -> OpSchema:
+    """The schema of `op_type`; raises UnknownOperatorError with near names."""
+    return SCHEMAS[op_type]
+
+
+def get_kernel(op_type: str, device: str = "cpu") -> Kernel:
+    """The kernel for (op_type, device); the error lists the devices that have one."""
+    fn = KERNELS.get((op_type, device))
+    if fn is None:
+        get_schema(op_type)
+        devices = sorted(d for (t, d) in KERNELS if t == op_type)
+        raise SchemaError(
+            f"{op_type} has no {device} kernel; it has kernels for: {', '.join(devices) or 'none'}"
+        )
+    return fn

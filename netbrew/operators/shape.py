@@ -1,0 +1,1 @@
+"""Flatten, Reshape, Transpose, Shape, Squeeze and Unsqueeze."""

@@ -1,0 +1,1 @@
+"""Sum, Mean, Max and Min over any number of broadcast inputs."""
