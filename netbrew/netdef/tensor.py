@@ -138,6 +138,8 @@ def from_array(
         flat = flat.view(np.uint16).astype(np.int32)
     elif code == DT.UINT64:
         flat = flat.view(np.int64)
+    elif code == DT.BOOL:
+        flat = flat.astype(np.int32)
     elif code in (DT.COMPLEX64, DT.COMPLEX128):
         flat = flat.view(flat.real.dtype)
     getattr(proto, field).extend(flat.tolist())

@@ -1,0 +1,43 @@
+"""netbrew: a Caffe2-style graph framework.
+
+Models are NetDefs (protobuf, wire-compatible with Caffe2), built with the Net API or
+brew helpers, run by a registry of NumPy operators in a Workspace, and bridged to ONNX.
+
+    import netbrew as nb
+    net = nb.Net("mlp")
+    ...
+    ws = nb.Workspace()
+"""
+
+from netbrew.errors import (
+    BlobNotFoundError,
+    FeedError,
+    ModelLoadError,
+    OperatorError,
+    SchemaError,
+    ShapeError,
+    UnknownOperatorError,
+    UnsupportedConversion,
+)
+from netbrew.executor import Predictor, Workspace
+from netbrew.netdef import Net, load_blobs, load_net, save_blobs, save_net
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BlobNotFoundError",
+    "FeedError",
+    "ModelLoadError",
+    "Net",
+    "OperatorError",
+    "Predictor",
+    "SchemaError",
+    "ShapeError",
+    "UnknownOperatorError",
+    "UnsupportedConversion",
+    "Workspace",
+    "load_blobs",
+    "load_net",
+    "save_blobs",
+    "save_net",
+]

@@ -1,0 +1,1 @@
+"""brew: helpers that add parameters and ops to a model (ModelHelper, fc, conv, ...)."""

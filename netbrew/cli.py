@@ -1,0 +1,127 @@
+"""The `netbrew` command: demo, info, run."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from netbrew.errors import NetbrewError
+from netbrew.proto.netbrew_pb2 import NetDef
+
+
+def resolve_model(model: str, init: str | None = None) -> tuple[NetDef | None, NetDef]:
+    """(init_net, predict_net) from a model folder or a predict_net file plus --init."""
+    from netbrew.netdef import load_net
+
+    path = Path(model)
+    if path.is_dir():
+        predict = _first(path, ("predict_net.pb", "predict_net.pbtxt"))
+        found_init = _first(path, ("init_net.pb", "init_net.pbtxt"), required=False)
+        init = init or (str(found_init) if found_init else None)
+        path = predict
+    init_net = load_net(init) if init else None
+    return init_net, load_net(path)
+
+
+def _first(folder: Path, names: Sequence[str], required: bool = True) -> Path | None:
+    for name in names:
+        if (folder / name).exists():
+            return folder / name
+    if required:
+        raise NetbrewError(f"{folder}: no {' or '.join(names)} in this folder")
+    return None
+
+
+def param_count(init_net: NetDef | None) -> int:
+    """Elements created by the init net's fill ops (read from their shape arguments)."""
+    from netbrew.netdef import args_dict
+
+    total = 0
+    for op in init_net.op if init_net is not None else ():
+        args = args_dict(op.arg)
+        if "shape" in args and isinstance(args["shape"], list):
+            total += math.prod(args["shape"])
+        elif "values" in args and hasattr(args["values"], "size"):
+            total += args["values"].size
+    return total
+
+
+def cmd_info(ns: argparse.Namespace) -> int:
+    from netbrew.operators import KERNELS, SCHEMAS
+
+    init_net, net = resolve_model(ns.model, ns.init)
+    print(f"net {net.name or '<unnamed>'}: {len(net.op)} ops, type {net.type or 'simple'}")
+    print(f"inputs:  {', '.join(net.external_input) or '-'}")
+    print(f"outputs: {', '.join(net.external_output) or '-'}")
+    if init_net is not None:
+        print(f"parameters: {param_count(init_net):,} values in {len(init_net.op)} blobs")
+    print("op histogram:")
+    for op_type, count in collections.Counter(op.type for op in net.op).most_common():
+        devices = sorted(d for (t, d) in KERNELS if t == op_type)
+        where = ", ".join(devices) if op_type in SCHEMAS else "not a registered op"
+        print(f"  {op_type:<28}{count:>5}   kernels: {where or 'none'}")
+    return 0
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    from netbrew.executor import Predictor
+
+    init_net, net = resolve_model(ns.model, ns.init)
+    feeds = {}
+    for item in ns.input:
+        name, sep, file = item.partition("=")
+        if not sep:
+            raise NetbrewError(f"--input {item!r}: expected NAME=FILE.npy")
+        feeds[name] = np.load(file, allow_pickle=False)
+    outputs = Predictor(init_net, net).run(feeds)
+    out_dir = Path(ns.output)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, value in outputs.items():
+        target = out_dir / (name.replace("/", "_") + ".npy")
+        np.save(target, value)
+        print(f"{name}: {value.dtype}{list(value.shape)} -> {target}")
+    return 0
+
+
+def cmd_demo(ns: argparse.Namespace) -> int:
+    from netbrew.demo import main as demo_main
+
+    return demo_main(ns.output)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="netbrew", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="build, run, save, reload and verify a model, offline")
+    demo.add_argument("-o", "--output", default="netbrew_demo", help="folder for the model")
+    demo.set_defaults(func=cmd_demo)
+    info = sub.add_parser("info", help="ops, parameters, inputs and outputs of a model")
+    info.add_argument("model", help="predict_net .pb/.pbtxt, or a model folder")
+    info.add_argument("--init", help="init_net file")
+    info.set_defaults(func=cmd_info)
+    run = sub.add_parser("run", help="run a model on .npy inputs; writes outputs as .npy")
+    run.add_argument("model", help="predict_net .pb/.pbtxt, or a model folder")
+    run.add_argument("--init", help="init_net file")
+    run.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeat)")
+    run.add_argument("-o", "--output", default=".", help="folder for the output .npy files")
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    try:
+        return ns.func(ns)
+    except (NetbrewError, OSError, ValueError) as e:
+        print(f"netbrew {ns.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""nn.Module-style frontend that traces into NetDefs."""

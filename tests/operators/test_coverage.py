@@ -1,0 +1,25 @@
+"""Every registered op is complete: schema doc, CPU kernel and a test that runs it."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from netbrew.operators import KERNELS, SCHEMAS
+
+TEST_TEXT = "\n".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
+ALL = sorted(SCHEMAS)
+
+
+def test_registry_is_populated():
+    assert len(ALL) >= 60
+
+
+@pytest.mark.parametrize("op_type", ALL)
+def test_op_is_complete(op_type):
+    schema = SCHEMAS[op_type]
+    assert schema.doc, f"{op_type} has no formula line"
+    assert (op_type, "cpu") in KERNELS, f"{op_type} has no cpu kernel"
+    assert re.search(rf"[\"']{op_type}[\"']", TEST_TEXT), f"{op_type} has no test"
+    for i, o in schema.inplace.items():
+        assert i < len(schema.inputs) and o < len(schema.outputs), f"{op_type} inplace {i}->{o}"
