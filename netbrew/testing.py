@@ -1,6 +1,6 @@
 """Helpers for operator tests: run one op through a Workspace and compare with NumPy.
 
-    check_op("Relu", [rand(3, 4)], reference=lambda x: (np.maximum(x, 0),))
+check_op("Relu", [rand(3, 4)], reference=lambda x: (np.maximum(x, 0),))
 """
 
 from __future__ import annotations

@@ -44,13 +44,23 @@ class CompiledOp:
                 f"{suggest(missing, blobs)} Feed it, or run the net that produces it first."
             ) from None
         try:
-            self.schema.check_dtypes(args, self.where)
+            self.schema.check_dtypes(args)
             if self.rng is None:
                 results = self.kernel(*args, **self.attrs)
             else:
                 results = self.kernel(*args, rng=self.rng, **self.attrs)
         except Exception as e:
             raise OperatorError(self.describe(blobs, e)) from e
+        if len(results) < len(self.outputs):
+            raise OperatorError(
+                self.describe(
+                    blobs,
+                    SchemaError(
+                        f"kernel returned {len(results)} outputs, the op asks for "
+                        f"{len(self.outputs)}"
+                    ),
+                )
+            )
         for name, value in zip(self.outputs, results):
             if name:
                 blobs[name] = value if isinstance(value, np.ndarray) else np.asarray(value)
@@ -61,7 +71,9 @@ class CompiledOp:
         def show(names):
             return ", ".join(f"{n}: {_meta(blobs.get(n))}" if n else "<none>" for n in names)
 
-        reason = str(error) if isinstance(error, NetbrewError) else f"{type(error).__name__}: {error}"
+        reason = (
+            str(error) if isinstance(error, NetbrewError) else f"{type(error).__name__}: {error}"
+        )
         return (
             f"{self.where} failed on {self.device}: {reason}\n"
             f"  inputs:  {show(self.inputs) or '()'}\n"
@@ -78,9 +90,7 @@ def _meta(value: Any) -> str:
     return f"{value.dtype}[{', '.join(map(str, shape))}]"
 
 
-def compile_op(
-    index: int, op: OperatorDef, net_device: DeviceOption | None = None
-) -> CompiledOp:
+def compile_op(index: int, op: OperatorDef, net_device: DeviceOption | None = None) -> CompiledOp:
     """Resolves an op's kernel for its device and parses and checks its arguments.
 
     Raises:
@@ -93,8 +103,13 @@ def compile_op(
     schema = get_schema(op.type)
     schema.check_arity(len(op.input), len(op.output), where)
     attrs = schema.parse_attrs(args_dict(op.arg), where)
-    if schema.num_outputs_attr and attrs.get(schema.num_outputs_attr) is None:
-        attrs[schema.num_outputs_attr] = len(op.output)
+    count_attr = schema.num_outputs_attr
+    if count_attr and attrs.get(count_attr) is None:
+        attrs[count_attr] = len(op.output)
+    elif count_attr and attrs[count_attr] != len(op.output):
+        raise SchemaError(
+            f"{where}: {count_attr}={attrs[count_attr]} but the op lists {len(op.output)} outputs"
+        )
     try:
         kernel = get_kernel(op.type, device.split(":")[0])
     except SchemaError as e:
@@ -103,4 +118,6 @@ def compile_op(
     if schema.rng:
         seed = option.random_seed if option is not None and option.HasField("random_seed") else None
         rng = np.random.default_rng(seed)
-    return CompiledOp(index, op, schema, kernel, tuple(op.input), tuple(op.output), attrs, device, rng)
+    return CompiledOp(
+        index, op, schema, kernel, tuple(op.input), tuple(op.output), attrs, device, rng
+    )

@@ -42,6 +42,7 @@ def lint_problems(net: NetDef) -> list[str]:
                             f"{where}: writes input {i} ({inp!r}) in place as output {o}, "
                             f"which {op.type} does not allow"
                         )
+                        break
         defined.update(o for o in op.output if o)
     for blob in net.external_output:
         if blob not in defined:

@@ -33,9 +33,7 @@ def _is_text(path: Path) -> bool:
         return True
     if suffix in BINARY_SUFFIXES:
         return False
-    raise ValueError(
-        f"{path}: unknown suffix {path.suffix!r}; use .pb (binary) or .pbtxt (text)"
-    )
+    raise ValueError(f"{path}: unknown suffix {path.suffix!r}; use .pb (binary) or .pbtxt (text)")
 
 
 def write_atomic(path: PathLike, data: bytes) -> None:

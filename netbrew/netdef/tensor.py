@@ -95,7 +95,10 @@ def _decode(proto: TensorProto, dtype: np.dtype) -> np.ndarray:
         return np.frombuffer(proto.raw_data, dtype=dtype.newbyteorder("<")).astype(dtype)
     field = _FIELDS[code][1]
     if code == DT.STRING:
-        return np.array(list(proto.string_data), dtype=object)
+        # decoded like string arguments (and like onnx.numpy_helper); non-UTF-8 stays bytes
+        from netbrew.netdef.args import _text
+
+        return np.array([_text(s) for s in proto.string_data], dtype=object)
     if proto.HasField("byte_data") and field != "byte_data" and dtype.itemsize <= 2:
         # newer Caffe2 writes small integer types as raw bytes in byte_data
         return np.frombuffer(proto.byte_data, dtype=dtype.newbyteorder("<")).astype(dtype)

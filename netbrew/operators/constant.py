@@ -1,1 +1,139 @@
 """Cast, Constant and Identity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from netbrew.errors import SchemaError
+from netbrew.operators.schema import REQUIRED, kernel, schema
+
+_ONNX = onnx.TensorProto
+_FLOAT8 = {_ONNX.FLOAT8E4M3FN, _ONNX.FLOAT8E4M3FNUZ, _ONNX.FLOAT8E5M2, _ONNX.FLOAT8E5M2FNUZ}
+
+schema(
+    "Cast",
+    inputs=["input"],
+    outputs=["output"],
+    attrs={"to": REQUIRED, "saturate": 1, "round_mode": "up"},
+    doc="output = input converted to ONNX TensorProto type `to` (an onnx.TensorProto enum int, "
+    "or its name); saturate=1 clips float8 casts, round_mode='up' for FLOAT8E8M0",
+)
+
+
+def onnx_dtype(to: int | str) -> np.dtype:
+    """The NumPy dtype of an ONNX TensorProto.DataType (its number or its name, e.g. "FLOAT").
+
+    Note that ONNX numbers its types differently from netbrew's TensorProto.DataType.
+    """
+    try:
+        code = _ONNX.DataType.Value(to.upper()) if isinstance(to, str) else int(to)
+        return np.dtype(helper.tensor_dtype_to_np_dtype(code))
+    except (KeyError, ValueError, TypeError):
+        raise ValueError(
+            f"Cast: to={to!r} is not an ONNX TensorProto data type; expected e.g. "
+            f"onnx.TensorProto.FLOAT ({_ONNX.FLOAT}) or INT64 ({_ONNX.INT64})"
+        ) from None
+
+
+def _parse_strings(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Numbers from strings ("3.14", "1e-5", "INF", "-inf", "NaN"; "true"/"false" for bool)."""
+    if any(isinstance(s, bytes) for s in x.flat):
+        decoded = [s.decode() if isinstance(s, bytes) else s for s in x.flat]
+        x = np.array(decoded, dtype=object).reshape(x.shape)
+    text = x.astype(np.str_)
+    if dtype.kind == "b":
+        low = np.char.lower(np.char.strip(text))
+        text = np.where(low == "true", "1", np.where(low == "false", "0", text))
+    if dtype.kind in "iu":
+        try:
+            return text.astype(dtype)
+        except ValueError:  # "100.5" to an integer: ONNX leaves this undefined; we truncate
+            pass
+    try:
+        values = text.astype(np.complex128 if dtype.kind == "c" else np.float64)
+    except ValueError as e:
+        raise ValueError(f"Cast: input holds a string that is not a number ({e})") from None
+    return values != 0 if dtype.kind == "b" else values.astype(dtype)
+
+
+@kernel("Cast")
+def cast_cpu(x: np.ndarray, to: int | str, saturate: int, round_mode: str) -> tuple[np.ndarray]:
+    dtype = onnx_dtype(to)
+    with np.errstate(all="ignore"):  # out-of-range float -> int is undefined in ONNX too
+        if dtype.kind == "O":
+            if x.dtype.kind == "O":
+                return (x.copy(),)
+            return (x.astype(np.str_).astype(object),)
+        if x.dtype.kind == "O":
+            return (_parse_strings(x, dtype),)
+        code = _ONNX.DataType.Value(to.upper()) if isinstance(to, str) else int(to)
+        if code in _FLOAT8 and saturate:
+            return (numpy_helper.saturate_cast(x, dtype),)
+        if code == _ONNX.FLOAT8E8M0:
+            return (numpy_helper.to_float8e8m0(x, bool(saturate), round_mode).astype(dtype),)
+        return (x.astype(dtype),)
+
+
+_CONSTANT_KINDS = {
+    "value_float": np.float32,
+    "value_floats": np.float32,
+    "value_int": np.int64,
+    "value_ints": np.int64,
+    "value_string": object,
+    "value_strings": object,
+}
+
+schema(
+    "Constant",
+    inputs=[],
+    outputs=["output"],
+    attrs={"value": None, "sparse_value": None, **dict.fromkeys(_CONSTANT_KINDS)},
+    doc="output = the one attribute set: value (tensor), value_float/value_int/value_string "
+    "(scalar float32/int64/string) or value_floats/value_ints/value_strings ([k])",
+)
+
+
+@kernel("Constant")
+def constant_cpu(**attrs: Any) -> tuple[np.ndarray]:
+    given = sorted(name for name, v in attrs.items() if v is not None)
+    if len(given) != 1:
+        raise SchemaError(
+            f"Constant: exactly one of value, {', '.join(_CONSTANT_KINDS)} must be set, "
+            f"got {', '.join(given) or 'none'}"
+        )
+    name = given[0]
+    if name == "sparse_value":
+        raise SchemaError("Constant: sparse_value is not supported; give a dense `value`")
+    if name == "value":
+        value = np.array(attrs["value"], copy=True)
+        if value.dtype.kind == "O":  # STRING tensors decode to bytes; match value_strings' str
+            value.flat[:] = [_text(v) for v in value.flat]
+        return (value,)
+    value = attrs[name]
+    if name.endswith("s") and not isinstance(value, (list, tuple, np.ndarray)):
+        value = [value]  # a scalar given for a list attribute
+    out = np.empty(len(value) if name.endswith("s") else (), dtype=_CONSTANT_KINDS[name])
+    out[...] = value
+    return (out,)
+
+
+def _text(value: object) -> object:
+    """UTF-8 bytes as str (as netbrew.netdef.args does for string arguments); others unchanged."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            return value
+    return value
+
+
+schema("Identity", inputs=["input"], outputs=["output"], inplace={0: 0}, doc="output = input")
+
+
+@kernel("Identity")
+def identity_cpu(x: np.ndarray) -> tuple[np.ndarray]:
+    return (x,)

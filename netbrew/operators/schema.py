@@ -122,7 +122,7 @@ class OpSchema:
                 out[name] = default
         return out
 
-    def check_dtypes(self, arrays: Sequence[Any], where: str) -> None:
+    def check_dtypes(self, arrays: Sequence[Any], where: str = "") -> None:
         for i, cls in self.dtypes.items():
             targets = range(i, len(arrays)) if i == len(self.inputs) - 1 else (i,)
             for j in targets:
@@ -130,8 +130,9 @@ class OpSchema:
                     continue
                 dtype = getattr(arrays[j], "dtype", None)
                 if dtype is not None and not DTYPE_CLASSES[cls](dtype):
+                    prefix = f"{where}: " if where else ""
                     raise SchemaError(
-                        f"{where}: input {self.input_name(j)!r} has dtype {dtype}, "
+                        f"{prefix}input {self.input_name(j)!r} has dtype {dtype}, "
                         f"expected a {cls} type"
                     )
 

@@ -1,1 +1,175 @@
-"""Flatten, Reshape, Transpose, Shape, Squeeze and Unsqueeze."""
+"""Flatten, Reshape, Transpose, Shape, Squeeze and Unsqueeze.
+
+These kernels return NumPy views where they can (no copy), like the ONNX reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from netbrew.errors import ShapeError
+from netbrew.operators.limits import check_numel
+from netbrew.operators.schema import kernel, schema
+
+
+def normalize_axes(axes: Sequence[int], rank: int, what: str) -> list[int]:
+    """Maps axes in [-rank, rank - 1] to [0, rank - 1]; rejects out-of-range and repeated ones.
+
+    Args:
+        axes: the requested axes, possibly negative.
+        rank: the rank they index.
+        what: who asks, for the message (e.g. "Squeeze input 'axes'").
+    """
+    out = []
+    for axis in (int(a) for a in axes):
+        if not -rank <= axis < rank:
+            raise ShapeError(f"{what}: axis {axis} is out of range [{-rank}, {rank - 1}]")
+        out.append(axis % rank if rank else axis)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{what}: axes {[int(a) for a in axes]} repeat an axis")
+    return out
+
+
+def int_list(values: np.ndarray | None, name: str, what: str) -> list[int]:
+    """A 1-D (or scalar) integer input as a list of Python ints."""
+    array = np.asarray(values)
+    if array.ndim > 1:
+        raise ShapeError(f"{what}: input {name!r} has {array.ndim} dims, expected a 1-D tensor")
+    return [int(v) for v in array.reshape(-1)]
+
+
+schema(
+    "Flatten",
+    inputs=["input"],
+    outputs=["output"],
+    attrs={"axis": 1},
+    doc="output[prod(d[:axis]), prod(d[axis:])] = input[d...]; axis=1 in [-r, r]",
+)
+
+
+@kernel("Flatten")
+def flatten_cpu(x: np.ndarray, axis: int) -> tuple[np.ndarray]:
+    rank = x.ndim
+    if not -rank <= axis <= rank:
+        raise ShapeError(f"Flatten: axis {axis} is out of range [{-rank}, {rank}] for rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    return (x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:])),)
+
+
+schema(
+    "Reshape",
+    inputs=["data", "shape"],
+    outputs=["reshaped"],
+    attrs={"allowzero": 0},
+    dtypes={1: "int"},
+    doc="reshaped[shape'] = data; shape int64 [k]: 0 copies data's dim (allowzero=0), "
+    "-1 infers one dim",
+)
+
+
+@kernel("Reshape")
+def reshape_cpu(x: np.ndarray, shape: np.ndarray, allowzero: int) -> tuple[np.ndarray]:
+    dims = int_list(shape, "shape", "Reshape")
+    where = f"Reshape of data {list(x.shape)} ({x.size} elements) to shape {dims}"
+    if sum(d == -1 for d in dims) > 1:
+        raise ShapeError(f"{where}: at most one dimension may be -1")
+    if any(d < -1 for d in dims):
+        raise ShapeError(f"{where}: dimensions must be >= -1")
+    if allowzero and 0 in dims and -1 in dims:
+        raise ShapeError(f"{where}: with allowzero=1, shape cannot hold both 0 and -1")
+    if not allowzero:
+        for i, d in enumerate(dims):
+            if d == 0:
+                if i >= x.ndim:
+                    raise ShapeError(
+                        f"{where}: 0 at position {i} copies a dim of data, which has only "
+                        f"{x.ndim} dims (set allowzero=1 for a literal 0)"
+                    )
+                dims[i] = x.shape[i]
+    if -1 in dims:
+        known = math.prod(d for d in dims if d != -1)
+        if known == 0 or x.size % known:
+            raise ShapeError(f"{where}: cannot infer the -1 dimension from {known} elements")
+        dims[dims.index(-1)] = x.size // known
+    if math.prod(dims) != x.size:
+        raise ShapeError(f"{where}: the new shape holds {math.prod(dims)} elements")
+    return (x.reshape(check_numel(dims, "Reshape output shape")),)
+
+
+schema(
+    "Transpose",
+    inputs=["data"],
+    outputs=["transposed"],
+    attrs={"perm": None},
+    doc="transposed[d[perm[0]], ..., d[perm[r-1]]] = data; perm defaults to reversed dims",
+)
+
+
+@kernel("Transpose")
+def transpose_cpu(x: np.ndarray, perm: Sequence[int] | None) -> tuple[np.ndarray]:
+    if perm is None:
+        return (x.transpose(),)
+    perm = [int(p) for p in perm]
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(
+            f"Transpose: perm {perm} is not a permutation of 0..{x.ndim - 1} "
+            f"for data of rank {x.ndim}"
+        )
+    return (x.transpose(perm),)
+
+
+schema(
+    "Shape",
+    inputs=["data"],
+    outputs=["shape"],
+    attrs={"start": 0, "end": None},
+    doc="shape[k] int64 = dims(data)[start:end]; start=0, end=rank, negatives add rank, clamped",
+)
+
+
+@kernel("Shape")
+def shape_cpu(x: np.ndarray, start: int, end: int | None) -> tuple[np.ndarray]:
+    # Python slicing clamps and wraps negatives exactly as ONNX specifies.
+    return (np.array(x.shape[start:end], dtype=np.int64),)
+
+
+schema(
+    "Squeeze",
+    inputs=["data", "axes?"],
+    outputs=["squeezed"],
+    dtypes={1: "int"},
+    doc="squeezed = data without the size-1 dims in axes int64 [k] (all size-1 dims if omitted)",
+)
+
+
+@kernel("Squeeze")
+def squeeze_cpu(x: np.ndarray, axes: np.ndarray | None = None) -> tuple[np.ndarray]:
+    if axes is None:
+        return (x.reshape([d for d in x.shape if d != 1]),)
+    dims = normalize_axes(int_list(axes, "axes", "Squeeze"), x.ndim, "Squeeze input 'axes'")
+    wrong = [a for a in dims if x.shape[a] != 1]
+    if wrong:
+        raise ShapeError(
+            f"Squeeze: data {list(x.shape)} has size {x.shape[wrong[0]]} on axis {wrong[0]}, "
+            "expected 1"
+        )
+    return (np.squeeze(x, axis=tuple(dims)),)
+
+
+schema(
+    "Unsqueeze",
+    inputs=["data", "axes"],
+    outputs=["expanded"],
+    dtypes={1: "int"},
+    doc="expanded = data with size-1 dims inserted at axes int64 [k] (of the output, rank r + k)",
+)
+
+
+@kernel("Unsqueeze")
+def unsqueeze_cpu(x: np.ndarray, axes: np.ndarray) -> tuple[np.ndarray]:
+    requested = int_list(axes, "axes", "Unsqueeze")
+    dims = normalize_axes(requested, x.ndim + len(requested), "Unsqueeze input 'axes'")
+    return (np.expand_dims(x, tuple(dims)),)

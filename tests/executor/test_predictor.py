@@ -58,7 +58,7 @@ def test_without_value_info_kernel_checks_still_name_the_blob():
     from netbrew.errors import OperatorError
 
     predictor = Predictor(*model(with_info=False))
-    with pytest.raises(OperatorError, match=r"op #0 MatMul.*data: float32\[2, 5\]"):
+    with pytest.raises(OperatorError, match=r"(?s)op #0 MatMul.*data: float32\[2, 5\]"):
         predictor.run({"data": np.ones((2, 5), np.float32)})
 
 

@@ -87,9 +87,7 @@ def test_str_is_one_line_per_op():
     h = net.Gemm(["x", "w", "b"], "h", transB=1)
     h.Relu([], "y")
     net.add_external_output("y")
-    assert str(net) == (
-        "net mlp(x, w, b) -> (y)\n  h = Gemm(x, w, b, transB=1)\n  y = Relu(h)"
-    )
+    assert str(net) == ("net mlp(x, w, b) -> (y)\n  h = Gemm(x, w, b, transB=1)\n  y = Relu(h)")
 
 
 def test_clone_is_deep():

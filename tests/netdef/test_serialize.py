@@ -71,8 +71,9 @@ def test_truncated_file(tmp_path, squeezenet_dir):
 
 def test_truncated_file_without_shared_data(tmp_path):
     path = tmp_path / "cut.pb"
-    net = small_net().proto()
-    path.write_bytes(net.SerializeToString()[:-3])
+    net = small_net()
+    net.add_external_output("a_long_output_name")
+    path.write_bytes(net.proto().SerializeToString()[:-3])
     with pytest.raises(ModelLoadError, match=r"cut\.pb: not a valid binary NetDef"):
         load_net(path)
 

@@ -64,7 +64,7 @@ def test_field_numbers_match_caffe2(message):
     fields = getattr(pb, message).DESCRIPTOR.fields_by_name
     for name, number in CAFFE2_FIELDS[message].items():
         assert fields[name].number == number, f"{message}.{name}"
-    extensions = {f.name: f.number for f in fields.values()} .keys() - CAFFE2_FIELDS[message]
+    extensions = {f.name: f.number for f in fields.values()}.keys() - CAFFE2_FIELDS[message]
     for name in extensions:
         assert fields[name].number >= 1000, f"extension {message}.{name} must take a new number"
 
