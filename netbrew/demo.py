@@ -17,7 +17,7 @@ from netbrew.netdef import Net, load_net, save_net
 
 
 def build(seed: int = 0) -> tuple[Net, Net]:
-    """A LeNet-style inference net for 1x8x8 images and its init net."""
+    """A LeNet-style inference net for 1x6x6 images and its init net."""
     rng = np.random.default_rng(seed)
     init, net = Net("demo_init"), Net("demo")
     params = {

@@ -35,7 +35,7 @@ def test_info(model_dir, capsys):
     text = capsys.readouterr().out
     assert "inputs:  data, conv1_w, conv1_b, fc_w, fc_b" in text
     assert "outputs: prob" in text
-    assert "parameters: 818 values in 4 blobs" in text
+    assert "parameters: 810 values in 4 blobs" in text
     assert "Conv" in text and "kernels: cpu" in text
 
 

@@ -27,10 +27,13 @@ from netbrew.operators.schema import (
     KERNELS,
     REQUIRED,
     SCHEMAS,
+    NoGradient,
     OpSchema,
     get_kernel,
     get_schema,
+    gradient,
     kernel,
+    no_gradient,
     schema,
 )
 
@@ -38,10 +41,13 @@ __all__ = [
     "GRADIENTS",
     "KERNELS",
     "REQUIRED",
+    "NoGradient",
     "SCHEMAS",
     "OpSchema",
     "get_kernel",
     "get_schema",
+    "gradient",
     "kernel",
+    "no_gradient",
     "schema",
 ]

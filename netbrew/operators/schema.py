@@ -154,9 +154,26 @@ def _coerce(value: Any, default: Any) -> Any:
     return value
 
 
+GradientMaker = Callable[..., list]
+"""`maker(op, g_out, g_in) -> list of OperatorDef`.
+
+`op` is the forward OperatorDef, `g_out[k]` the name of the gradient of output k (None
+when that output has none) and `g_in[i]` the name the gradient of input i must be
+written to (None when it is not wanted). The maker returns ordinary ops that compute
+the wanted input gradients (see netbrew.netdef.autodiff).
+"""
+
+
+@dataclass(frozen=True)
+class NoGradient:
+    """Marks an op with no gradient: its inputs get none through it, and that is not an error."""
+
+    reason: str
+
+
 SCHEMAS: Registry[str, OpSchema] = Registry("operator")
 KERNELS: Registry[tuple[str, str], Kernel] = Registry("kernel")
-GRADIENTS: Registry[str, Callable | None] = Registry("gradient")
+GRADIENTS: Registry[str, GradientMaker | NoGradient] = Registry("gradient")
 
 
 def schema(
@@ -217,6 +234,28 @@ def schema(
 def kernel(op_type: str, device: str = "cpu") -> Callable[[Kernel], Kernel]:
     """Registers a kernel: a pure function `(*arrays, **attrs) -> tuple of arrays`."""
     return KERNELS.register((op_type, device))
+
+
+def gradient(
+    op_type: str, *, inplace_safe: bool = False
+) -> Callable[[GradientMaker], GradientMaker]:
+    """Registers the gradient maker of `op_type` (see GradientMaker).
+
+    Args:
+        inplace_safe: the gradient reads only the op's outputs (never an input that the op
+            may overwrite in place), so autodiff accepts the op written in place.
+    """
+
+    def register(maker: GradientMaker) -> GradientMaker:
+        maker.inplace_safe = inplace_safe
+        return GRADIENTS.add(op_type, maker)
+
+    return register
+
+
+def no_gradient(op_type: str, reason: str) -> None:
+    """Declares that `op_type` passes no gradient to its inputs (e.g. Shape, ArgMax)."""
+    GRADIENTS.add(op_type, NoGradient(reason))
 
 
 def get_schema(op_type: str) -> OpSchema:

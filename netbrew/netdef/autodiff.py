@@ -1,0 +1,159 @@
+"""Reverse-mode autodiff on NetDefs, as Caffe2's AddGradientOperators.
+
+Gradients are ordinary ops appended to the net, so a training net is just a bigger
+NetDef. Each op's gradient maker (registered with `@gradient`) writes the gradients of
+its inputs; where a blob feeds several ops its partial gradients are summed. Blobs
+written more than once (in place, or reassigned) are tracked by version, so each
+version gets its own gradient.
+
+    grads = add_gradient_ops(net, ["loss"], wrt=["fc_w", "fc_b"])
+    grads["fc_w"]  # -> "fc_w_grad"
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from netbrew.errors import SchemaError
+from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
+
+Version = tuple[str, int]
+
+
+def grad_name(blob: str) -> str:
+    """The gradient blob of `blob`: `<blob>_grad`."""
+    return f"{blob}_grad"
+
+
+def _versions(net: NetDef) -> tuple[list[list[Version]], list[list[Version]], dict[str, int]]:
+    """SSA versions of each op's inputs and outputs, plus each blob's final version."""
+    current: dict[str, int] = defaultdict(int)
+    ins, outs = [], []
+    for op in net.op:
+        ins.append([(b, current[b]) for b in op.input])
+        row = []
+        for b in op.output:
+            current[b] += 1
+            row.append((b, current[b]))
+        outs.append(row)
+    return ins, outs, dict(current)
+
+
+def _needed(net: NetDef, ins, outs, losses: set[Version], wrt: set[str] | None) -> set[Version]:
+    """Versions on a path from a `wrt` blob (or anything, if None) to a loss."""
+    reaches_loss = set(losses)
+    for i in reversed(range(len(net.op))):
+        if any(v in reaches_loss for v in outs[i]):
+            reaches_loss.update(v for v in ins[i] if v[0])
+    if wrt is None:
+        return reaches_loss
+    from_wrt = {(b, 0) for b in wrt}
+    for i in range(len(net.op)):
+        if any(v in from_wrt for v in ins[i]):
+            from_wrt.update(outs[i])
+    return reaches_loss & from_wrt
+
+
+def add_gradient_ops(
+    net, losses: Sequence[str], *, wrt: Iterable[str] | None = None
+) -> dict[str, str]:
+    """Appends the backward pass of `net` for the sum of `losses`.
+
+    Args:
+        net: a Net or NetDef, edited in place.
+        losses: scalar (or any-shaped) blobs; each is seeded with a gradient of ones.
+        wrt: the blobs whose gradients are wanted (e.g. parameters). Only ops between
+            them and the losses get gradient ops. None means every blob upstream.
+
+    Returns:
+        Map from each blob to its gradient blob (the gradient of the blob's value as first
+        read, which for parameters is the one the optimizer wants).
+
+    Raises:
+        SchemaError: some ops on the path have no registered gradient; all are listed.
+    """
+    from netbrew.operators import GRADIENTS, NoGradient
+
+    proto: NetDef = net.proto() if hasattr(net, "proto") else net
+    forward = list(proto.op)
+    ins, outs, final = _versions(proto)
+    loss_versions = {(b, final.get(b, 0)) for b in losses}
+    needed = _needed(proto, ins, outs, loss_versions, set(wrt) if wrt is not None else None)
+
+    partial: dict[Version, list[str]] = defaultdict(list)
+    names: dict[Version, str] = {}
+    new_ops: list[OperatorDef] = []
+
+    for loss, version in sorted(loss_versions):
+        seed = OperatorDef(type="ConstantFill", input=[loss], output=[grad_name(loss)])
+        seed.arg.add(name="value", f=1.0)
+        new_ops.append(seed)
+        partial[(loss, version)].append(grad_name(loss))
+
+    def finalize(v: Version) -> str | None:
+        parts = partial.pop(v, [])
+        if not parts:
+            return None
+        if len(parts) > 1:
+            new_ops.append(OperatorDef(type="Sum", input=parts, output=[grad_name(v[0])]))
+        names[v] = grad_name(v[0]) if len(parts) > 1 else parts[0]
+        return names[v]
+
+    missing: list[str] = []
+    for index in reversed(range(len(forward))):
+        op = forward[index]
+        g_out = [finalize(v) for v in outs[index]]
+        want = [v if v[0] and v in needed else None for v in ins[index]]
+        if all(g is None for g in g_out) or all(w is None for w in want):
+            continue
+        maker = GRADIENTS.get(op.type)
+        if isinstance(maker, NoGradient):
+            continue
+        if maker is None:
+            missing.append(f"op #{index} {op.type}" + (f" {op.name!r}" if op.name else ""))
+            continue
+        g_in = [None if v is None else _partial_name(v, len(partial[v])) for v in want]
+        grad_ops = maker(op, g_out, g_in)
+        _check_reads(grad_ops, index, op, maker, ins[index], outs[index], final)
+        for grad_op in grad_ops:
+            grad_op.is_gradient_op = True
+        new_ops.extend(grad_ops)
+        for v, name in zip(want, g_in):
+            if name is not None:
+                partial[v].append(name)
+    if missing:
+        raise SchemaError(
+            f"net {proto.name!r}: {len(missing)} op(s) on the path to the loss have no "
+            f"gradient: {', '.join(missing)}. Register a gradient, or cut the path with "
+            "StopGradient."
+        )
+    for v in list(partial):
+        finalize(v)
+    proto.op.extend(new_ops)
+    result: dict[str, str] = {}
+    for (blob, _), name in sorted(names.items(), key=lambda item: -item[0][1]):
+        result[blob] = name  # the earliest version wins
+    return result
+
+
+def _partial_name(v: Version, k: int) -> str:
+    return grad_name(v[0]) if k == 0 else f"{grad_name(v[0])}_{k}"
+
+
+def _check_reads(grad_ops, index, op, maker, ins, outs, final) -> None:
+    """A gradient op that reads a forward blob overwritten later would see the wrong value."""
+    wanted = {b: ver for b, ver in ins} | {b: ver for b, ver in outs}
+    in_place = set(op.input) & set(op.output)
+    for grad_op in grad_ops:
+        for blob in grad_op.input:
+            if blob in in_place and not getattr(maker, "inplace_safe", False):
+                raise SchemaError(
+                    f"op #{index} {op.type}: its gradient needs input {blob!r}, which the op "
+                    "overwrites in place; write the output to another blob"
+                )
+            if blob in wanted and final.get(blob, 0) != wanted[blob]:
+                raise SchemaError(
+                    f"op #{index} {op.type}: its gradient reads {blob!r} as this op saw it, "
+                    "but a later op overwrites it; give that later output another name"
+                )
