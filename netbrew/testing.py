@@ -65,3 +65,90 @@ def check_op(
         else:
             np.testing.assert_array_equal(g, e, err_msg=f"{op_type} output {i}")
     return got
+
+
+def check_gradient(
+    op_type: str,
+    inputs: Sequence[Any],
+    *,
+    wrt: int | Sequence[int] | None = None,
+    outputs: int = 1,
+    grad_outputs: Sequence[int] | None = None,
+    eps: float = 1e-3,
+    rtol: float = 1e-2,
+    atol: float = 1e-4,
+    max_points: int = 60,
+    **attrs: Any,
+) -> None:
+    """Checks an op's registered gradient against central differences in float64.
+
+    The scalar checked is f = sum_k sum(Y_k * R_k) over the outputs in `grad_outputs`,
+    with fixed random R_k, so every element of every output counts.
+
+    Args:
+        op_type: the forward op.
+        inputs: its inputs; float arrays are promoted to float64.
+        wrt: index or indices of the inputs to check; default every float input.
+        outputs: how many outputs the op is created with.
+        grad_outputs: outputs that receive a gradient; default all float outputs.
+        max_points: elements per input checked numerically (a fixed random sample).
+    """
+    from netbrew.operators import GRADIENTS
+
+    xs = [
+        np.asarray(x, np.float64) if x is not None and np.asarray(x).dtype.kind == "f" else x
+        for x in inputs
+    ]
+    if wrt is None:
+        wrt = [i for i, x in enumerate(xs) if x is not None and x.dtype == np.float64]
+    wrt = [wrt] if isinstance(wrt, int) else list(wrt)
+    in_names = ["" if x is None else f"in{i}" for i, x in enumerate(xs)]
+    out_names = [f"out{k}" for k in range(outputs)]
+    forward = op_def(op_type, in_names, out_names, **attrs)
+
+    def run(values):
+        ws = Workspace()
+        for name, value in zip(in_names, values):
+            if name:
+                ws.feed_blob(name, value)
+        ws.run_operator_once(forward)
+        return ws, [ws.fetch_blob(n) for n in out_names]
+
+    ws, ys = run(xs)
+    if grad_outputs is None:
+        grad_outputs = [k for k, y in enumerate(ys) if y.dtype.kind == "f"]
+    rng = np.random.default_rng(0)
+    weights = {k: rng.normal(size=ys[k].shape) for k in grad_outputs}
+    g_out = [f"out{k}_grad" if k in weights else None for k in range(outputs)]
+    g_in = [f"in{i}_grad" if i in wrt else None for i in range(len(xs))]
+    maker = GRADIENTS[op_type]
+    for k, w in weights.items():
+        ws.feed_blob(g_out[k], w.astype(ys[k].dtype))
+    for grad_op in maker(forward, g_out, g_in):
+        ws.run_operator_once(grad_op)
+
+    def f(values):
+        outs = run(values)[1]
+        return sum(float(np.sum(outs[k] * w)) for k, w in weights.items())
+
+    for i in wrt:
+        analytic = ws.fetch_blob(g_in[i])
+        assert analytic.shape == xs[i].shape, (
+            f"{op_type} d{in_names[i]}: shape {analytic.shape}, expected {xs[i].shape}"
+        )
+        flat = xs[i].reshape(-1)
+        points = rng.permutation(flat.size)[:max_points]
+        numeric = np.empty(len(points))
+        for n, j in enumerate(points):
+            plus, minus = [x.copy() if x is not None else None for x in xs], None
+            minus = [x.copy() if x is not None else None for x in xs]
+            plus[i].reshape(-1)[j] += eps
+            minus[i].reshape(-1)[j] -= eps
+            numeric[n] = (f(plus) - f(minus)) / (2 * eps)
+        np.testing.assert_allclose(
+            analytic.reshape(-1)[points],
+            numeric,
+            rtol=rtol,
+            atol=atol,
+            err_msg=f"{op_type}: gradient of input {i} disagrees with central differences",
+        )

@@ -114,6 +114,8 @@ def compile_op(index: int, op: OperatorDef, net_device: DeviceOption | None = No
         kernel = get_kernel(op.type, device.split(":")[0])
     except SchemaError as e:
         raise SchemaError(f"{where}: {e}") from None
+    if schema.output_mask:
+        attrs["output_mask"] = tuple(bool(o) for o in op.output)
     rng = None
     if schema.rng:
         seed = option.random_seed if option is not None and option.HasField("random_seed") else None

@@ -20,6 +20,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     reduce,
     shape,
     softmax,
+    sum_reduce_like,
     variadic,
 )
 from netbrew.operators.schema import (

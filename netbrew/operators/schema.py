@@ -75,6 +75,7 @@ class OpSchema:
     onnx: bool
     rng: bool
     num_outputs_attr: str | None
+    output_mask: bool = False
     infer: Callable | None = field(default=None, compare=False)
 
     def input_name(self, i: int) -> str:
@@ -188,6 +189,7 @@ def schema(
     onnx: bool = True,
     rng: bool = False,
     num_outputs_attr: str | None = None,
+    output_mask: bool = False,
     infer: Callable | None = None,
 ) -> OpSchema:
     """Declares an op.
@@ -205,6 +207,8 @@ def schema(
         onnx: True when the op is an ONNX op with ONNX semantics (exported unchanged).
         rng: the kernel takes `rng`, a numpy Generator seeded from the op's device option.
         num_outputs_attr: an attribute filled with the op's output count when unset.
+        output_mask: the kernel takes `output_mask`, a tuple of bools saying which
+            outputs the op actually names, so it can skip work for the others.
         infer: optional shape and type inference function.
     """
     ins, in_low, in_high = _arity(inputs)
@@ -226,6 +230,7 @@ def schema(
         onnx=onnx,
         rng=rng,
         num_outputs_attr=num_outputs_attr,
+        output_mask=output_mask,
         infer=infer,
     )
     return SCHEMAS.add(name, op)
