@@ -116,6 +116,8 @@ def compile_op(index: int, op: OperatorDef, net_device: DeviceOption | None = No
         raise SchemaError(f"{where}: {e}") from None
     if schema.output_mask:
         attrs["output_mask"] = tuple(bool(o) for o in op.output)
+    if schema.wants_names:
+        attrs["input_names"], attrs["output_names"] = tuple(op.input), tuple(op.output)
     rng = None
     if schema.rng:
         seed = option.random_seed if option is not None and option.HasField("random_seed") else None

@@ -76,6 +76,7 @@ class OpSchema:
     rng: bool
     num_outputs_attr: str | None
     output_mask: bool = False
+    wants_names: bool = False
     infer: Callable | None = field(default=None, compare=False)
 
     def input_name(self, i: int) -> str:
@@ -190,6 +191,7 @@ def schema(
     rng: bool = False,
     num_outputs_attr: str | None = None,
     output_mask: bool = False,
+    wants_names: bool = False,
     infer: Callable | None = None,
 ) -> OpSchema:
     """Declares an op.
@@ -209,6 +211,8 @@ def schema(
         num_outputs_attr: an attribute filled with the op's output count when unset.
         output_mask: the kernel takes `output_mask`, a tuple of bools saying which
             outputs the op actually names, so it can skip work for the others.
+        wants_names: the kernel takes `input_names` and `output_names` (tuples of blob
+            names), for ops such as Save and Load whose files are keyed by blob name.
         infer: optional shape and type inference function.
     """
     ins, in_low, in_high = _arity(inputs)
@@ -231,6 +235,7 @@ def schema(
         rng=rng,
         num_outputs_attr=num_outputs_attr,
         output_mask=output_mask,
+        wants_names=wants_names,
         infer=infer,
     )
     return SCHEMAS.add(name, op)
