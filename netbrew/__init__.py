@@ -21,6 +21,7 @@ from netbrew.errors import (
 )
 from netbrew.executor import Predictor, Workspace
 from netbrew.netdef import Net, load_blobs, load_net, save_blobs, save_net
+from netbrew.netdef.model_dir import load_model, save_model
 
 __version__ = "0.1.0"
 
@@ -37,7 +38,9 @@ __all__ = [
     "UnsupportedConversion",
     "Workspace",
     "load_blobs",
+    "load_model",
     "load_net",
     "save_blobs",
+    "save_model",
     "save_net",
 ]

@@ -116,8 +116,6 @@ def add_gradient_ops(
         g_in = [None if v is None else _partial_name(v, len(partial[v])) for v in want]
         grad_ops = maker(op, g_out, g_in)
         _check_reads(grad_ops, index, op, maker, ins[index], outs[index], final)
-        for grad_op in grad_ops:
-            grad_op.is_gradient_op = True
         new_ops.extend(grad_ops)
         for v, name in zip(want, g_in):
             if name is not None:
@@ -130,6 +128,8 @@ def add_gradient_ops(
         )
     for v in list(partial):
         finalize(v)
+    for grad_op in new_ops:
+        grad_op.is_gradient_op = True
     proto.op.extend(new_ops)
     result: dict[str, str] = {}
     for (blob, _), name in sorted(names.items(), key=lambda item: -item[0][1]):

@@ -1,0 +1,113 @@
+"""Optimizers, added to a model as ops (Caffe2's optimizer.build_sgd / build_adam).
+
+Each appends to `model.net`: an `Iter` on the iteration counter, a `LearningRate`, and
+one update op per trainable parameter, after the gradient ops. The state (counter,
+momenta) is filled by `param_init_net` and tagged COMPUTED, so it is saved with the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from netbrew.brew.initializers import ConstantInit
+from netbrew.brew.model_helper import ModelHelper, Tags
+from netbrew.brew.train import add_weight_decay
+from netbrew.netdef.net import BlobReference
+
+ITER = "optimizer_iteration"
+
+
+def _iteration_and_lr(
+    model: ModelHelper, base_learning_rate: float, policy: str, lr_args: dict[str, Any]
+) -> tuple[BlobReference, BlobReference]:
+    if not model.param_to_grad:
+        raise ValueError(
+            f"model {model.name!r} has no gradients: call add_gradient_operators(losses) first"
+        )
+    if ITER not in model.param_tags:
+        model.param_init_net.ConstantFill([], ITER, shape=[1], value=0, dtype=10)  # INT64
+        model.net.add_external_input(ITER)
+        model.params.append(BlobReference(ITER, model.net))
+        model.param_tags[ITER] = frozenset({Tags.COMPUTED})
+        model.param_shapes[ITER] = (1,)
+    counter = model.net.Iter(ITER, ITER)
+    lr = model.net.LearningRate(counter, "lr", base_lr=base_learning_rate, policy=policy, **lr_args)
+    return counter, lr
+
+
+def _state(model: ModelHelper, param: str, suffix: str) -> BlobReference:
+    """A zero-filled optimizer state blob shaped like `param`."""
+    shape = model.param_shapes[param]
+    return model.create_param(f"{param}_{suffix}", shape, ConstantInit(0.0), Tags.COMPUTED)
+
+
+def build_sgd(
+    model: ModelHelper,
+    base_learning_rate: float,
+    *,
+    policy: str = "fixed",
+    momentum: float = 0.0,
+    nesterov: bool = False,
+    weight_decay: float = 0.0,
+    **lr_args: Any,
+) -> BlobReference:
+    """Stochastic gradient descent, with optional (Nesterov) momentum and weight decay.
+
+    Args:
+        base_learning_rate: the step size at iteration 0 (positive).
+        policy: LearningRate policy: "fixed", "step" (gamma, stepsize), "exp" (gamma)
+            or "inv" (gamma, power); their arguments go in **lr_args.
+        momentum: 0 for plain SGD.
+        weight_decay: L2 penalty on WEIGHT parameters.
+
+    Returns:
+        The learning-rate blob.
+    Emits: Iter, LearningRate, then WeightedSum (plain) or MomentumSGDUpdate per parameter.
+    """
+    if weight_decay:
+        add_weight_decay(model, weight_decay)
+    sign = 1.0 if momentum > 0 else -1.0  # Caffe2's conventions for the two update ops
+    _, lr = _iteration_and_lr(model, sign * base_learning_rate, policy, lr_args)
+    one = model.add_constant("ONE", np.ones(1, np.float32))
+    for param, grad in model.param_to_grad.items():
+        if momentum > 0:
+            m = _state(model, param, "momentum")
+            model.net.MomentumSGDUpdate(
+                [grad, m, lr, param], [grad, m, param], momentum=momentum, nesterov=int(nesterov)
+            )
+        else:
+            model.net.WeightedSum([param, one, grad, lr], param)
+    return lr
+
+
+def build_adam(
+    model: ModelHelper,
+    base_learning_rate: float,
+    *,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    epsilon: float = 1e-8,
+    policy: str = "fixed",
+    weight_decay: float = 0.0,
+    **lr_args: Any,
+) -> BlobReference:
+    """Adam with bias correction (Caffe2's Adam op). Returns the learning-rate blob.
+
+    Emits: Iter, LearningRate, then Adam per parameter, with zero-filled moments
+    `{param}_first_moment` and `{param}_second_moment`.
+    """
+    if weight_decay:
+        add_weight_decay(model, weight_decay)
+    counter, lr = _iteration_and_lr(model, -base_learning_rate, policy, lr_args)
+    for param, grad in model.param_to_grad.items():
+        m1, m2 = _state(model, param, "first_moment"), _state(model, param, "second_moment")
+        model.net.Adam(
+            [param, m1, m2, grad, lr, counter],
+            [param, m1, m2],
+            beta1=beta1,
+            beta2=beta2,
+            epsilon=epsilon,
+        )
+    return lr

@@ -1,0 +1,65 @@
+"""brew pooling: max_pool, average_pool, global_avg_pool, global_max_pool."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from netbrew.brew._util import expand, spatial_rank
+from netbrew.brew.arg_scope import helper
+from netbrew.brew.model_helper import ModelHelper
+from netbrew.netdef.net import BlobReference
+
+Ints = int | Sequence[int]
+
+
+def _pool_args(kernel: Ints, stride: Ints | None, pad: Ints) -> dict[str, list[int]]:
+    n = spatial_rank(kernel)
+    pads = expand(pad, n, "pad") if isinstance(pad, int) or len(pad) == n else list(pad)
+    return {
+        "kernel_shape": expand(kernel, n, "kernel"),
+        "strides": expand(1 if stride is None else stride, n, "stride"),
+        "pads": pads * 2 if len(pads) == n else expand(pads, 2 * n, "pad"),
+    }
+
+
+@helper
+def max_pool(
+    model: ModelHelper,
+    blob_in: str,
+    blob_out: str,
+    *,
+    kernel: Ints,
+    stride: Ints | None = None,
+    pad: Ints = 0,
+    **op_args: Any,
+) -> BlobReference:
+    """Max over each window (stride 1 unless given, as in Caffe2). Emits: MaxPool."""
+    return model.net.MaxPool(blob_in, blob_out, **_pool_args(kernel, stride, pad), **op_args)
+
+
+@helper
+def average_pool(
+    model: ModelHelper,
+    blob_in: str,
+    blob_out: str,
+    *,
+    kernel: Ints,
+    stride: Ints | None = None,
+    pad: Ints = 0,
+    **op_args: Any,
+) -> BlobReference:
+    """Mean over each window. Emits: AveragePool."""
+    return model.net.AveragePool(blob_in, blob_out, **_pool_args(kernel, stride, pad), **op_args)
+
+
+@helper
+def global_avg_pool(model: ModelHelper, blob_in: str, blob_out: str) -> BlobReference:
+    """Mean over all spatial axes, kept as size 1. Emits: GlobalAveragePool."""
+    return model.net.GlobalAveragePool(blob_in, blob_out)
+
+
+@helper
+def global_max_pool(model: ModelHelper, blob_in: str, blob_out: str) -> BlobReference:
+    """Max over all spatial axes, kept as size 1. Emits: GlobalMaxPool."""
+    return model.net.GlobalMaxPool(blob_in, blob_out)
