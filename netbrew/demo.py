@@ -1,8 +1,8 @@
-"""`netbrew demo`: build a small CNN with the Net API, run it, save it, reload it, verify.
+"""`netbrew demo`: train a LeNet-style CNN on the bundled 8x8 digits, save, reload, verify.
 
-Runs offline in a second or two. It shows the whole foundation end to end: op creation
-checked against the schema registry, the init_net/predict_net pair, the Workspace,
-binary and text serialization, and the Predictor.
+Runs offline. It shows the framework end to end: a model built with brew, the backward
+pass from autodiff, SGD with momentum as ops, a Workspace running the training net, a
+model folder written with save_model, and a Predictor reloading it.
 """
 
 from __future__ import annotations
@@ -12,56 +12,89 @@ from pathlib import Path
 
 import numpy as np
 
-from netbrew.executor import Predictor, Workspace
-from netbrew.netdef import Net, load_net, save_net
+from netbrew import brew
+from netbrew.brew import ModelHelper
+from netbrew.data import load_digits
+from netbrew.executor import Workspace
+from netbrew.netdef.model_dir import inference_net, load_model, save_model
+from netbrew.progress import Progress
 
 
-def build(seed: int = 0) -> tuple[Net, Net]:
-    """A LeNet-style inference net for 1x6x6 images and its init net."""
+def lenet(model: ModelHelper, data: str = "data") -> str:
+    """Two conv-relu-pool blocks and two FC layers for 1x8x8 images; returns the logits."""
+    conv1 = brew.conv(model, data, "conv1", 1, 16, kernel=3, pad=1)
+    pool1 = brew.max_pool(model, brew.relu(model, conv1, "relu1"), "pool1", kernel=2, stride=2)
+    conv2 = brew.conv(model, pool1, "conv2", 16, 32, kernel=3, pad=1)
+    pool2 = brew.max_pool(model, brew.relu(model, conv2, "relu2"), "pool2", kernel=2, stride=2)
+    fc3 = brew.relu(model, brew.fc(model, pool2, "fc3", 32 * 2 * 2, 64), "relu3")
+    return brew.fc(model, fc3, "fc4", 64, 10)
+
+
+def training_model(learning_rate: float = 0.05) -> ModelHelper:
+    """LeNet with softmax, cross-entropy loss, accuracy, gradients and SGD with momentum."""
+    model = ModelHelper(name="lenet", seed=0)
+    softmax = brew.softmax(model, lenet(model), "softmax")
+    xent = model.net.LabelCrossEntropy([softmax, "label"], "xent")
+    loss = model.net.AveragedLoss(xent, "loss")
+    brew.accuracy(model, softmax, "label", "accuracy")
+    model.add_gradient_operators([loss])
+    brew.optimizer.build_sgd(model, learning_rate, momentum=0.9, weight_decay=1e-4)
+    return model
+
+
+def split(seed: int = 0, test_fraction: float = 0.2):
+    images, labels = load_digits()
+    order = np.random.default_rng(seed).permutation(len(labels))
+    n_test = int(len(labels) * test_fraction)
+    test, train = order[:n_test], order[n_test:]
+    return images[train], labels[train], images[test], labels[test]
+
+
+def train(model: ModelHelper, ws: Workspace, x, y, epochs: int, batch: int, seed: int = 0):
+    """Runs the training net over shuffled batches, with a progress bar on the loss."""
     rng = np.random.default_rng(seed)
-    init, net = Net("demo_init"), Net("demo")
-    params = {
-        "conv1_w": rng.normal(0, 0.3, (8, 1, 3, 3)),
-        "conv1_b": np.zeros(8),
-        "fc_w": rng.normal(0, 0.1, (10, 8 * 3 * 3)),
-        "fc_b": np.zeros(10),
-    }
-    for name, value in params.items():
-        init.GivenTensorFill([], name, shape=list(value.shape), values=value.ravel().tolist())
-    net.add_external_input("data", *params)
-    conv = net.Conv(["data", "conv1_w", "conv1_b"], "conv1", kernel_shape=[3, 3], pads=[1] * 4)
-    pool = conv.Relu([], "relu1").MaxPool([], "pool1", kernel_shape=[2, 2], strides=[2, 2])
-    fc = net.FC([pool, "fc_w", "fc_b"], "fc")
-    fc.Softmax([], "prob")
-    net.add_external_output("prob")
-    return init, net
+    steps = epochs * (len(y) // batch)
+    bar = Progress(steps, "training")
+    step = 0
+    for _ in range(epochs):
+        order = rng.permutation(len(y))
+        for start in range(0, len(y) - batch + 1, batch):
+            idx = order[start : start + batch]
+            ws.feed_blob("data", x[idx])
+            ws.feed_blob("label", y[idx])
+            ws.run_net(model.net.name)
+            step += 1
+            bar.update(step, loss=float(ws.fetch_blob("loss")))
+    bar.close()
 
 
-def main(output: str = "netbrew_demo") -> int:
+def main(output: str = "netbrew_demo", epochs: int = 12, batch: int = 64) -> int:
     start = time.perf_counter()
-    init, net = build()
-    net.lint()
-    print(net)
-    x = np.random.default_rng(1).uniform(0, 1, (4, 1, 6, 6)).astype(np.float32)
-
+    x_train, y_train, x_test, y_test = split()
+    print(f"UCI digits: {len(y_train)} training and {len(y_test)} held-out 8x8 images")
+    model = training_model()
     ws = Workspace()
-    ws.run_net_once(init)
-    ws.feed_blob("data", x)
-    ws.create_net(net)
-    ws.run_net("demo")
-    prob = ws.fetch_blob("prob")
+    ws.run_net_once(model.param_init_net)
+    ws.feed_blob("data", x_train[:batch])
+    ws.feed_blob("label", y_train[:batch])
+    ws.create_net(model.net)
+    train(model, ws, x_train, y_train, epochs, batch)
 
-    folder = Path(output)
-    save_net(init, folder / "init_net.pb")
-    save_net(net, folder / "predict_net.pb")
-    save_net(net, folder / "predict_net.pbtxt")
-    reloaded = Predictor(load_net(folder / "init_net.pb"), load_net(folder / "predict_net.pb"))
-    again = reloaded.run({"data": x})["prob"]
-    if not np.array_equal(prob, again):
-        raise AssertionError("reloaded model gives different outputs")
-    if not np.allclose(prob.sum(axis=1), 1.0, atol=1e-5):
-        raise AssertionError("softmax rows do not sum to 1")
-    print(f"\nran {len(net.ops)} ops on a batch of {len(x)}: classes {prob.argmax(axis=1)}")
-    print(f"saved, reloaded and matched bit for bit: {folder.resolve()}")
-    print(f"done in {time.perf_counter() - start:.2f} s")
+    ws.create_net(inference_net(model.net, ["data"], ["softmax"], name="lenet_eval"))
+    ws.feed_blob("data", x_test)
+    ws.run_net("lenet_eval")
+    probs = ws.fetch_blob("softmax")
+    accuracy = float((probs.argmax(axis=1) == y_test).mean())
+
+    folder = save_model(output, ws, model, inputs=["data"], outputs=["softmax"])
+    reloaded = load_model(folder).run({"data": x_test})["softmax"]
+    if not np.array_equal(reloaded, probs):
+        raise AssertionError("the reloaded model's predictions differ from the trained model's")
+    seconds = time.perf_counter() - start
+    params = sum(ws.fetch_blob(p).size for p in model.get_trainable_params())
+    print(f"held-out accuracy: {accuracy:.2%} ({len(y_test)} images)")
+    print(f"model: {params:,} parameters, {len(model.net.ops)} ops in the training net")
+    print(f"saved to {Path(folder).resolve()} (init_net.pb, predict_net.pb)")
+    print("reloaded with load_model: predictions identical")
+    print(f"time: {seconds:.1f} s")
     return 0

@@ -28,6 +28,7 @@ class ModelHelper:
     Args:
         name: the model name; the nets are `name` and `name_init`.
         arg_scope: default keyword arguments for every brew helper (e.g. {"order": ...}).
+        seed: makes parameter initialization reproducible (the init net's random_seed).
 
     Example:
         >>> model = ModelHelper(name="mlp")
@@ -36,10 +37,14 @@ class ModelHelper:
         ['h_w', 'h_b']
     """
 
-    def __init__(self, name: str = "model", arg_scope: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, name: str = "model", arg_scope: dict[str, Any] | None = None, seed: int | None = None
+    ) -> None:
         self.name = name
         self.net = Net(name)
         self.param_init_net = Net(f"{name}_init")
+        if seed is not None:
+            self.param_init_net.proto().device_option.random_seed = seed
         self.arg_scope = dict(arg_scope or {})
         self.params: list[BlobReference] = []
         self.param_tags: dict[str, frozenset[Tags]] = {}

@@ -118,10 +118,21 @@ def compile_op(index: int, op: OperatorDef, net_device: DeviceOption | None = No
         attrs["output_mask"] = tuple(bool(o) for o in op.output)
     if schema.wants_names:
         attrs["input_names"], attrs["output_names"] = tuple(op.input), tuple(op.output)
-    rng = None
-    if schema.rng:
-        seed = option.random_seed if option is not None and option.HasField("random_seed") else None
-        rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_seed(index, op, attrs, net_device)) if schema.rng else None
     return CompiledOp(
         index, op, schema, kernel, tuple(op.input), tuple(op.output), attrs, device, rng
     )
+
+
+def _seed(index: int, op: OperatorDef, attrs: dict, net_device: DeviceOption | None):
+    """The seed of an op's random stream: its `seed` argument, else its device option's
+    random_seed, else the net's random_seed mixed with the op's index (so that two fillers
+    in one seeded init net differ), else None (fresh entropy). The stream is created once
+    per created net and advances from run to run."""
+    if attrs.get("seed") is not None:
+        return int(attrs["seed"])
+    if op.HasField("device_option") and op.device_option.HasField("random_seed"):
+        return op.device_option.random_seed
+    if net_device is not None and net_device.HasField("random_seed"):
+        return (net_device.random_seed, index)
+    return None

@@ -112,13 +112,19 @@ def add_gradient_ops(
             continue
         if maker is None:
             missing.append(f"op #{index} {op.type}" + (f" {op.name!r}" if op.name else ""))
+            for v in want:  # keep walking as if it had one, to report every such op at once
+                if v is not None:
+                    partial[v].append(f"<missing {grad_name(v[0])}>")
             continue
-        g_in = [None if v is None else _partial_name(v, len(partial[v])) for v in want]
+        g_in = []
+        for v in want:
+            g_in.append(None if v is None else _fresh_name(v, partial, set(g_out) | set(g_in)))
         grad_ops = maker(op, g_out, g_in)
         _check_reads(grad_ops, index, op, maker, ins[index], outs[index], final)
         new_ops.extend(grad_ops)
+        written = {o for grad_op in grad_ops for o in grad_op.output}
         for v, name in zip(want, g_in):
-            if name is not None:
+            if name is not None and name in written:  # makers skip int inputs (labels...)
                 partial[v].append(name)
     if missing:
         raise SchemaError(
@@ -137,8 +143,18 @@ def add_gradient_ops(
     return result
 
 
-def _partial_name(v: Version, k: int) -> str:
-    return grad_name(v[0]) if k == 0 else f"{grad_name(v[0])}_{k}"
+def _fresh_name(v: Version, partial: dict[Version, list[str]], taken: set) -> str:
+    """A name for a new partial gradient of `v`: `<blob>_grad` when free, else numbered.
+
+    It must not clash with a partial still waiting to be summed, nor with a gradient the
+    same maker reads (an op written in place has one blob as input and output)."""
+    live = {name for names in partial.values() for name in names} | taken
+    k = len(partial.get(v, ()))
+    while True:
+        name = grad_name(v[0]) if k == 0 else f"{grad_name(v[0])}_{k}"
+        if name not in live:
+            return name
+        k += 1
 
 
 def _check_reads(grad_ops, index, op, maker, ins, outs, final) -> None:

@@ -1,4 +1,9 @@
-"""Cast, Constant and Identity."""
+"""Cast, Constant and Identity.
+
+Identity passes its gradient through. Cast's gradient is the output gradient cast back to
+the input's dtype when both types are floating point; a cast from or to anything else
+(integers, bools, strings) passes no gradient: dX is zeros. Constant has no inputs.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from netbrew.errors import SchemaError
-from netbrew.operators.schema import REQUIRED, kernel, schema
+from netbrew.netdef.net import op_def
+from netbrew.operators.arithmetic_grad import parsed_attrs
+from netbrew.operators.schema import DTYPE_CLASSES, REQUIRED, gradient, kernel, no_gradient, schema
 
 _ONNX = onnx.TensorProto
 _FLOAT8 = {_ONNX.FLOAT8E4M3FN, _ONNX.FLOAT8E4M3FNUZ, _ONNX.FLOAT8E5M2, _ONNX.FLOAT8E5M2FNUZ}
@@ -78,6 +85,35 @@ def cast_cpu(x: np.ndarray, to: int | str, saturate: int, round_mode: str) -> tu
         return (x.astype(dtype),)
 
 
+schema(
+    "CastGradient",
+    inputs=["input", "doutput?"],
+    outputs=["dinput"],
+    onnx=False,
+    doc="dinput = doutput cast to input's dtype when input and doutput are floating point, "
+    "else zeros of input's shape and dtype (doutput omitted: zeros)",
+)
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    """Floating point, including bfloat16 and the float8 types (kind 'V' in NumPy)."""
+    return DTYPE_CLASSES["float"](dtype) or dtype.name.startswith("float")
+
+
+@kernel("CastGradient")
+def cast_gradient_cpu(x: np.ndarray, dy: np.ndarray | None = None) -> tuple[np.ndarray]:
+    if dy is None or not (_is_float(x.dtype) and _is_float(dy.dtype)):
+        return (np.zeros_like(x),)
+    return (dy.astype(x.dtype),)
+
+
+@gradient("Cast")
+def cast_grad(op, g_out, g_in):
+    """Reads input for its dtype; a cast to a non-float type passes no gradient (zeros)."""
+    to_float = _is_float(onnx_dtype(parsed_attrs(op)["to"]))
+    return [op_def("CastGradient", [op.input[0], g_out[0] if to_float else ""], [g_in[0]])]
+
+
 _CONSTANT_KINDS = {
     "value_float": np.float32,
     "value_floats": np.float32,
@@ -131,9 +167,16 @@ def _text(value: object) -> object:
     return value
 
 
+no_gradient("Constant", "it has no inputs")
+
 schema("Identity", inputs=["input"], outputs=["output"], inplace={0: 0}, doc="output = input")
 
 
 @kernel("Identity")
 def identity_cpu(x: np.ndarray) -> tuple[np.ndarray]:
     return (x,)
+
+
+@gradient("Identity", inplace_safe=True)
+def identity_grad(op, g_out, g_in):
+    return [op_def("Identity", [g_out[0]], [g_in[0]])]

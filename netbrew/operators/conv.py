@@ -1,7 +1,14 @@
-"""Conv: N-d convolution with groups, dilations, strides, pads and auto_pad.
+"""Conv and ConvGradient: N-d convolution with groups, dilations, strides, pads and auto_pad.
 
-One code path for every rank: pad, take the windows as a strided view, copy them once into
-columns (im2col), then one batched matmul over (batch, group).
+One code path for every rank. Three GEMM-based primitives, shared with ConvTranspose (whose
+forward is Conv's input gradient and whose input gradient is Conv's forward):
+
+- `correlate`: im2col (one copy of the strided window view), then one batched matmul.
+- `scatter`: its adjoint in X, a matmul to columns, then col2im (one add per kernel offset).
+- `weight_grad`: its adjoint in W, matmuls over columns that span the whole batch.
+
+On small images im2col and col2im are themselves GEMMs with a cached 0/1 selection matrix
+(see window.use_selection), which numpy runs far faster than many short strided copies.
 """
 
 from __future__ import annotations
@@ -11,33 +18,104 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from netbrew.operators.schema import kernel, schema
+from netbrew.errors import SchemaError, ShapeError
+from netbrew.netdef.net import op_def
+from netbrew.operators.grad_util import copy_attrs
+from netbrew.operators.schema import gradient, kernel, schema
 from netbrew.operators.window import (
     Window,
-    check_conv_operands,
+    batch_columns,
+    im2col,
+    layout,
     make_window,
-    pad_to_windows,
-    windows,
     work_dtype,
 )
+from netbrew.operators.window_grad import col2im
+
+_ATTRS = {
+    "auto_pad": "NOTSET",
+    "dilations": None,
+    "group": 1,
+    "kernel_shape": None,
+    "pads": None,
+    "strides": None,
+}
+_DEFAULTS = "auto_pad=NOTSET, dilations=1, group=1, kernel_shape=W.shape[2:], pads=0, strides=1"
 
 schema(
     "Conv",
     inputs=["X", "W", "B?"],
     outputs=["Y"],
-    attrs={
-        "auto_pad": "NOTSET",
-        "dilations": None,
-        "group": 1,
-        "kernel_shape": None,
-        "pads": None,
-        "strides": None,
-    },
+    attrs=_ATTRS,
     dtypes="float",
     doc="Y[n, m, o] = B[m] + sum_{c in group of m, j} X_pad[n, c, o*strides + j*dilations] "
-    "* W[m, c, j]; X (N, C, D1..Dn), W (M, C/group, k1..kn), B (M,) -> Y (N, M, O1..On); "
-    "auto_pad=NOTSET, dilations=1, group=1, kernel_shape=W.shape[2:], pads=0, strides=1",
+    f"* W[m, c, j]; X (N, C, D1..Dn), W (M, C/group, k1..kn), B (M,) -> Y (N, M, O1..On); "
+    f"{_DEFAULTS}",
 )
+schema(
+    "ConvGradient",
+    inputs=["X", "W", "dY"],
+    outputs=["dX", "dW", "dB?"],
+    attrs=_ATTRS,
+    dtypes="float",
+    onnx=False,
+    output_mask=True,
+    doc="dX = col2im(W^T dY), dW = sum_n dY im2col(X)^T, dB = sum of dY over N, O1..On; "
+    "X (N, C, D1..Dn), W (M, C/group, k1..kn), dY (N, M, O1..On) -> dX, dW, dB (M,) shaped "
+    f"like X, W, B; an output named '' is not computed; attributes as Conv: {_DEFAULTS}",
+)
+
+
+def check_conv_operands(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    group: int,
+    kernel_shape: Sequence[int] | None,
+    transposed: bool,
+) -> int:
+    """Checks X, W, B of Conv (W is (M, C/group, k...)) or ConvTranspose (W is (C, M/group,
+    k...)) against each other; returns M, the output channel count."""
+    what = "transposed convolution" if transposed else "convolution"
+    w_dims = "(C, M/group, k1, ..., kn)" if transposed else "(M, C/group, k1, ..., kn)"
+    if w.ndim < 3:
+        raise ShapeError(f"input W has shape {list(w.shape)}, expected at least 3 dims {w_dims}")
+    n = w.ndim - 2
+    if x.ndim != w.ndim:
+        raise ShapeError(
+            f"input X has {x.ndim} dims, expected {w.ndim} {layout(n)} for a {n}-D {what} "
+            f"with weight W of shape {list(w.shape)}"
+        )
+    if group < 1:
+        raise SchemaError(f"argument group={group} must be >= 1")
+    if kernel_shape is not None and tuple(kernel_shape) != w.shape[2:]:
+        raise ShapeError(
+            f"argument kernel_shape={list(kernel_shape)} does not match the spatial dims "
+            f"{list(w.shape[2:])} of W {list(w.shape)}"
+        )
+    c = x.shape[1]
+    want = w.shape[0] if transposed else group * w.shape[1]
+    if c != want:
+        detail = "W's first dim" if transposed else "group*C_in"
+        raise ShapeError(
+            f"input X has C={c} channels but W expects {detail} = {want} "
+            f"(group={group}, W shape {list(w.shape)} is {w_dims})"
+        )
+    m = w.shape[1] * group if transposed else w.shape[0]
+    split = c if transposed else m
+    if split % group:
+        raise ShapeError(
+            f"{split} {'input' if transposed else 'output'} channels do not "
+            f"divide into group={group}"
+        )
+    if b is not None and b.shape != (m,):
+        raise ShapeError(
+            f"input B has shape {list(b.shape)}, expected [{m}] (one per output channel)"
+        )
+    for name, arr in (("W", w), ("B", b)):
+        if arr is not None and arr.dtype != x.dtype:
+            raise SchemaError(f"input {name} has dtype {arr.dtype}, expected {x.dtype} like X")
+    return m
 
 
 @kernel("Conv")
@@ -66,25 +144,101 @@ def conv_cpu(
     m = check_conv_operands(x, w, b, group, kernel_shape, transposed=False)
     win = make_window(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
     work = work_dtype(x.dtype)
-    cols = im2col(x.astype(work, copy=False), win, group)
-    weights = w.astype(work, copy=False).reshape(group, m // group, -1)
-    y = np.matmul(weights, cols).reshape(x.shape[0], m, *win.out)
+    y = correlate(x.astype(work, copy=False), w.astype(work, copy=False), win, group)
     if b is not None:
         y += b.astype(work, copy=False).reshape(m, *(1,) * len(win.out))
     return (y.astype(x.dtype, copy=False),)
 
 
-def im2col(x: np.ndarray, win: Window, group: int) -> np.ndarray:
-    """The windows of `x` (N, C, D1..Dn) as columns (N, group, C/group * K, O1*...*On).
+def correlate(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> np.ndarray:
+    """The windows of x (N, C, D1..Dn) times w (M, C/group, k1..kn), per group: (N, M, O1..On)."""
+    m = w.shape[0]
+    cols = im2col(x, win, group)  # (N, G, C/G * K, P)
+    y = np.matmul(w.reshape(group, m // group, -1), cols)
+    return y.reshape(x.shape[0], m, *win.out)
 
-    Rows are ordered (channel, k1, ..., kn), matching W reshaped to (group, M/group, -1).
-    A 1x1 kernel with stride 1 and no padding is already in column form: no copy.
+
+def scatter(
+    dy: np.ndarray, w: np.ndarray, win: Window, group: int, out_shape: Sequence[int]
+) -> np.ndarray:
+    """The adjoint of `correlate` in x: dy (N, M, O1..On), w (M, C/group, k1..kn) -> the
+    gradient (N, C, *out_shape) of the windowed input."""
+    batch, m = dy.shape[:2]
+    w_t = w.reshape(group, m // group, -1).transpose(0, 2, 1)  # (G, C/G * K, M/G)
+    cols = np.matmul(w_t, dy.reshape(batch, group, m // group, -1))  # (N, G, C/G * K, P)
+    return col2im(cols.reshape(batch, w.shape[1] * group, *win.kernel, *win.out), win, out_shape)
+
+
+def weight_grad(dy: np.ndarray, x: np.ndarray, win: Window, group: int) -> np.ndarray:
+    """The adjoint of `correlate` in w: dy (N, M, O1..On), x (N, C, D1..Dn) -> (M, C/group, k..).
+
+    The columns span the whole batch, so each group is a single GEMM (computed as dW^T: BLAS
+    runs this orientation fastest here).
     """
-    batch, channels = x.shape[:2]
-    positions = math.prod(win.out)
-    n = len(win.kernel)
-    if set(win.kernel) == {1} and set(win.strides) == {1} and not any(win.begin + win.end):
-        return x.reshape(batch, group, channels // group, positions)
-    view = windows(pad_to_windows(x, win), win)  # (N, C, O1..On, k1..kn), no copy
-    order = (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))
-    return view.transpose(order).reshape(batch, group, -1, positions)
+    batch, m = dy.shape[:2]
+    c, k = x.shape[1] // group, math.prod(win.kernel)
+    cols = batch_columns(x, win).reshape(k, group, c, -1)  # (K, G, C/G, N * P)
+    cols = cols.transpose(1, 0, 2, 3).reshape(group, k * c, -1)  # no copy if G = 1
+    dy_g = dy.reshape(batch, group, m // group, -1).transpose(1, 0, 3, 2)  # (G, N, P, M/G)
+    dw_t = np.matmul(cols, dy_g.reshape(group, -1, m // group))  # (G, K * C/G, M/G)
+    dw = dw_t.reshape(group, k, c, m // group).transpose(0, 3, 2, 1)
+    return dw.reshape(m, c, *win.kernel)
+
+
+def bias_grad(dy: np.ndarray) -> np.ndarray:
+    """dB (M,): dY (N, M, ...) summed over all but its channel axis (batch first: fast adds)."""
+    return dy.sum(axis=0).reshape(dy.shape[1], -1).sum(axis=1)
+
+
+def check_grad_shape(dy: np.ndarray, want: Sequence[int], what: str, slot: str = "dY") -> None:
+    """Raises ShapeError when the output gradient dY (or `slot`) does not have the forward
+    output's shape."""
+    if dy.shape != tuple(want):
+        raise ShapeError(
+            f"input {slot} has shape {list(dy.shape)}, expected {list(want)}, the shape of {what}"
+        )
+
+
+@gradient("Conv")
+def conv_grad(op, g_out, g_in):
+    return [
+        op_def(
+            "ConvGradient",
+            [op.input[0], op.input[1], g_out[0]],
+            [g or "" for g in g_in],
+            **copy_attrs(op),
+        )
+    ]
+
+
+@kernel("ConvGradient")
+def conv_gradient_cpu(
+    x: np.ndarray,
+    w: np.ndarray,
+    dy: np.ndarray,
+    *,
+    output_mask: Sequence[bool] = (True, True, True),
+    auto_pad: str = "NOTSET",
+    dilations: Sequence[int] | None = None,
+    group: int = 1,
+    kernel_shape: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    strides: Sequence[int] | None = None,
+) -> tuple[np.ndarray | None, ...]:
+    """Gradients of Conv; only the outputs that `output_mask` names are computed.
+
+    Returns:
+        (dX, dW, dB), each None where not wanted.
+    """
+    m = check_conv_operands(x, w, None, group, kernel_shape, transposed=False)
+    win = make_window(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
+    check_grad_shape(dy, (x.shape[0], m, *win.out), "Conv's output Y")
+    dtype, work = x.dtype, work_dtype(x.dtype)
+    x, w, dy = (a.astype(work, copy=False) for a in (x, w, dy))
+    want = tuple(output_mask) + (False,) * (3 - len(output_mask))
+    grads = (
+        scatter(dy, w, win, group, x.shape[2:]) if want[0] else None,
+        weight_grad(dy, x, win, group) if want[1] else None,
+        bias_grad(dy) if want[2] else None,
+    )
+    return tuple(None if g is None else g.astype(dtype, copy=False) for g in grads)

@@ -18,7 +18,7 @@ import numpy as np
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.tensor import DT, dtype_of
 from netbrew.operators.limits import check_numel
-from netbrew.operators.schema import kernel, schema
+from netbrew.operators.schema import kernel, no_gradient, schema
 
 _SHAPE_ATTRS = {"shape": None, "extra_shape": None, "input_as_shape": 0}
 _SHAPE_DOC = "shape from `shape`, or input's shape (its values if input_as_shape) + extra_shape"
@@ -94,6 +94,10 @@ schema(
     rng=True,
     doc=f"output ~ Normal(0, sqrt(2 / fan_out)) float32, fan_out = numel / shape[1]; {_SHAPE_DOC}",
 )
+
+
+for _op in ("ConstantFill", *_GIVEN_FILLS, "GaussianFill", "UniformFill", "XavierFill", "MSRAFill"):
+    no_gradient(_op, "a filler makes constants or random draws; inputs give only shapes or bounds")
 
 
 def _out_shape(

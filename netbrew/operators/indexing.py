@@ -31,6 +31,36 @@ def _effective_slice(dim: int, start: int, end: int, step: int) -> slice:
     return slice(start, end if end >= 0 else None, step)
 
 
+def slice_index(
+    x: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    axes: np.ndarray | None = None,
+    steps: np.ndarray | None = None,
+    op: str = "Slice",
+) -> tuple[slice, ...]:
+    """The index that Slice takes from data `x` (shared with SliceGradient)."""
+    starts_, ends_ = int_list(starts, "starts", op), int_list(ends, "ends", op)
+    n = len(starts_)
+    if axes is None and n > x.ndim:
+        raise ShapeError(f"{op}: input 'starts' has {n} entries, more than data's rank {x.ndim}")
+    axes_ = list(range(n)) if axes is None else int_list(axes, "axes", op)
+    steps_ = [1] * n if steps is None else int_list(steps, "steps", op)
+    for name, values in (("ends", ends_), ("axes", axes_), ("steps", steps_)):
+        if len(values) != n:
+            raise ShapeError(
+                f"{op}: input {name!r} has {len(values)} entries, expected {n} like 'starts'"
+            )
+    if 0 in steps_:
+        raise ShapeError(f"{op}: input 'steps' {steps_} holds a 0 step")
+    index = [slice(None)] * x.ndim
+    for axis, start, end, step in zip(
+        normalize_axes(axes_, x.ndim, f"{op} input 'axes'"), starts_, ends_, steps_, strict=True
+    ):
+        index[axis] = _effective_slice(x.shape[axis], start, end, step)
+    return tuple(index)
+
+
 @kernel("Slice")
 def slice_cpu(
     x: np.ndarray,
@@ -39,25 +69,7 @@ def slice_cpu(
     axes: np.ndarray | None = None,
     steps: np.ndarray | None = None,
 ) -> tuple[np.ndarray]:
-    starts_, ends_ = int_list(starts, "starts", "Slice"), int_list(ends, "ends", "Slice")
-    n = len(starts_)
-    if axes is None and n > x.ndim:
-        raise ShapeError(f"Slice: input 'starts' has {n} entries, more than data's rank {x.ndim}")
-    axes_ = list(range(n)) if axes is None else int_list(axes, "axes", "Slice")
-    steps_ = [1] * n if steps is None else int_list(steps, "steps", "Slice")
-    for name, values in (("ends", ends_), ("axes", axes_), ("steps", steps_)):
-        if len(values) != n:
-            raise ShapeError(
-                f"Slice: input {name!r} has {len(values)} entries, expected {n} like 'starts'"
-            )
-    if 0 in steps_:
-        raise ShapeError(f"Slice: input 'steps' {steps_} holds a 0 step")
-    index = [slice(None)] * x.ndim
-    for axis, start, end, step in zip(
-        normalize_axes(axes_, x.ndim, "Slice input 'axes'"), starts_, ends_, steps_, strict=True
-    ):
-        index[axis] = _effective_slice(x.shape[axis], start, end, step)
-    return (x[tuple(index)],)
+    return (x[slice_index(x, starts, ends, axes, steps)],)
 
 
 schema(
@@ -106,6 +118,31 @@ def _default_fill(dtype: np.dtype) -> object:
     return "" if dtype.kind == "O" else np.zeros((), dtype).item()
 
 
+def pad_widths(
+    x: np.ndarray, pads: np.ndarray, axes: np.ndarray | None, op: str = "Pad"
+) -> tuple[tuple[slice, ...], list[tuple[int, int]]]:
+    """How Pad treats data `x`: the crop that negative pads make, then the (begin, end)
+    widths to pad on each dim of the cropped data (shared with PadGradient)."""
+    rank = x.ndim
+    axes_ = list(range(rank)) if axes is None else int_list(axes, "axes", op)
+    axes_ = normalize_axes(axes_, rank, f"{op} input 'axes'")
+    amounts = int_list(pads, "pads", op)
+    if len(amounts) != 2 * len(axes_):
+        raise ShapeError(
+            f"{op}: input 'pads' has {len(amounts)} entries, expected {2 * len(axes_)} "
+            f"(a begin and an end for each of {len(axes_)} axes)"
+        )
+    width = [[0, 0] for _ in range(rank)]
+    for i, axis in enumerate(axes_):
+        width[axis] = [amounts[i], amounts[len(axes_) + i]]
+    crop = tuple(
+        slice(max(-b, 0), d - max(-e, 0)) for d, (b, e) in zip(x.shape, width, strict=True)
+    )
+    if any(s.start > s.stop for s in crop):
+        raise ShapeError(f"{op}: negative pads {amounts} crop more than data {list(x.shape)} holds")
+    return crop, [(max(b, 0), max(e, 0)) for b, e in width]
+
+
 @kernel("Pad")
 def pad_cpu(
     x: np.ndarray,
@@ -117,31 +154,14 @@ def pad_cpu(
 ) -> tuple[np.ndarray]:
     if mode not in PAD_MODES:
         raise ValueError(f"Pad: mode {mode!r} is not one of {', '.join(PAD_MODES)}")
-    rank = x.ndim
-    axes_ = list(range(rank)) if axes is None else int_list(axes, "axes", "Pad")
-    axes_ = normalize_axes(axes_, rank, "Pad input 'axes'")
-    amounts = int_list(pads, "pads", "Pad")
-    if len(amounts) != 2 * len(axes_):
-        raise ShapeError(
-            f"Pad: input 'pads' has {len(amounts)} entries, expected {2 * len(axes_)} "
-            f"(a begin and an end for each of {len(axes_)} axes)"
-        )
-    width = [[0, 0] for _ in range(rank)]
-    for i, axis in enumerate(axes_):
-        width[axis] = [amounts[i], amounts[len(axes_) + i]]
     # Negative pads crop the data first; the positive ones then pad what is left.
-    crop = tuple(
-        slice(max(-b, 0), d - max(-e, 0)) for d, (b, e) in zip(x.shape, width, strict=True)
-    )
-    if any(s.start > s.stop for s in crop):
-        raise ShapeError(f"Pad: negative pads {amounts} crop more than data {list(x.shape)} holds")
+    crop, width = pad_widths(x, pads, axes)
     x = x[crop]
-    width = [(max(b, 0), max(e, 0)) for b, e in width]
     shape = check_numel(
         (d + b + e for d, (b, e) in zip(x.shape, width, strict=True)), "Pad output shape"
     )
     if mode != "constant":
-        empty = [a for a in range(rank) if x.shape[a] == 0 and any(width[a])]
+        empty = [a for a in range(x.ndim) if x.shape[a] == 0 and any(width[a])]
         if empty:
             raise ShapeError(f"Pad: mode {mode!r} cannot pad axis {empty[0]}, which is empty")
         return (np.pad(x, width, mode=mode),)

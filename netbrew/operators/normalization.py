@@ -12,6 +12,7 @@ schema(
     inputs=["X", "scale", "B", "input_mean", "input_var"],
     outputs=["Y", "running_mean?", "running_var?"],
     attrs={"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0},
+    inplace={3: 1, 4: 2},  # running statistics update their own blobs
     dtypes="float",
     doc="Y = scale * (X - mean) / sqrt(var + epsilon) + B; X (N, C, D1, ...), the others (C,); "
     "mean, var = input_mean, input_var, or the batch's (biased) statistics if training_mode, "
@@ -174,6 +175,5 @@ def dropout_cpu(
         return data, np.ones(data.shape, dtype=bool)
     if not 0.0 <= p < 1.0:
         raise ValueError(f"Dropout: input ratio is {p}, expected a value in [0, 1)")
-    gen = np.random.default_rng(seed) if seed is not None else rng
-    mask = gen.random(data.shape) >= p
+    mask = rng.random(data.shape) >= p  # the executor seeds rng from `seed`, once
     return (data * mask * (1.0 / (1.0 - p))).astype(data.dtype, copy=False), mask

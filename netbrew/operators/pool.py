@@ -17,12 +17,11 @@ from netbrew.operators.window import (
     Window,
     layout,
     make_window,
-    pad_to_windows,
-    windows,
+    window_slices,
     work_dtype,
 )
 
-_WINDOW_ATTRS = {
+WINDOW_ATTRS = {
     "auto_pad": "NOTSET",
     "ceil_mode": 0,
     "dilations": None,
@@ -30,27 +29,29 @@ _WINDOW_ATTRS = {
     "pads": None,
     "strides": None,
 }
-_DEFAULTS = "auto_pad=NOTSET, ceil_mode=0, dilations=1, pads=0, strides=1"
+WINDOW_DEFAULTS = "auto_pad=NOTSET, ceil_mode=0, dilations=1, pads=0, strides=1"
 
 schema(
     "MaxPool",
     inputs=["X"],
     outputs=["Y", "Indices?"],
-    attrs={**_WINDOW_ATTRS, "storage_order": 0},
+    attrs={**WINDOW_ATTRS, "storage_order": 0},
     dtypes="numeric",
+    output_mask=True,
     doc="Y[n, c, o] = max_j X_pad[n, c, o*strides + j*dilations], Indices = flat index of that "
     "max in X (row major, or column major over D1..Dn if storage_order=1); X (N, C, D1..Dn) "
-    f"-> Y, Indices (N, C, O1..On) int64; kernel_shape required, {_DEFAULTS}, storage_order=0",
+    f"-> Y, Indices (N, C, O1..On) int64 (computed only when named); kernel_shape required, "
+    f"{WINDOW_DEFAULTS}, storage_order=0",
 )
 schema(
     "AveragePool",
     inputs=["X"],
     outputs=["Y"],
-    attrs={**_WINDOW_ATTRS, "count_include_pad": 0},
+    attrs={**WINDOW_ATTRS, "count_include_pad": 0},
     dtypes="float",
     doc="Y[n, c, o] = sum_j X_pad[n, c, o*strides + j*dilations] / count, count = window pixels "
     "inside X (or inside the padded X if count_include_pad=1); X (N, C, D1..Dn) -> Y "
-    f"(N, C, O1..On); kernel_shape required, {_DEFAULTS}, count_include_pad=0",
+    f"(N, C, O1..On); kernel_shape required, {WINDOW_DEFAULTS}, count_include_pad=0",
 )
 schema(
     "GlobalAveragePool",
@@ -64,7 +65,7 @@ schema(
 )
 
 
-def _window(x: np.ndarray, kernel_shape: Sequence[int], attrs: dict, ceil_mode: int) -> Window:
+def pool_window(x: np.ndarray, kernel_shape: Sequence[int], attrs: dict, ceil_mode: int) -> Window:
     """Checks X's rank against kernel_shape and resolves the pooling windows."""
     n = len(kernel_shape)
     if x.ndim != n + 2:
@@ -79,6 +80,7 @@ def _window(x: np.ndarray, kernel_shape: Sequence[int], attrs: dict, ceil_mode: 
 def max_pool_cpu(
     x: np.ndarray,
     *,
+    output_mask: Sequence[bool] = (True, True),
     auto_pad: str = "NOTSET",
     ceil_mode: int = 0,
     dilations: Sequence[int] | None = None,
@@ -86,23 +88,35 @@ def max_pool_cpu(
     pads: Sequence[int] | None = None,
     storage_order: int = 0,
     strides: Sequence[int] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Max over each window; padding never wins. Returns (Y, Indices)."""
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Max over each window; padding never wins. Returns (Y, Indices), Indices only if named."""
     attrs = dict(auto_pad=auto_pad, dilations=dilations, pads=pads, strides=strides)
-    win = _window(x, kernel_shape, attrs, ceil_mode)
+    win = pool_window(x, kernel_shape, attrs, ceil_mode)
     # Small integer types widen to float64 (exact) so -inf padding can never tie a value.
     work = np.float64 if x.dtype.kind in "iub" and x.dtype.itemsize <= 4 else x.dtype
-    low = -np.inf if np.dtype(work).kind == "f" else np.iinfo(work).min
-    view = windows(pad_to_windows(x.astype(work, copy=False), win, low), win)
-    best = arg = None
-    for j, offset in enumerate(np.ndindex(*win.kernel)):
-        values = view[(..., *offset)]
-        if best is None:
-            best, arg = values.copy(), np.zeros(values.shape, dtype=np.int64)
-            continue
-        np.putmask(arg, values > best, j)  # strictly greater: the first max wins
+    with_indices = len(output_mask) > 1 and output_mask[1]
+    slices = max_slices(x.astype(work, copy=False), win)
+    best, arg = window_max(slices, with_indices)
+    indices = _flat_indices(arg, win, x.shape, storage_order) if with_indices else None
+    return best.astype(x.dtype, copy=False), indices
+
+
+def max_slices(x: np.ndarray, win: Window) -> list[np.ndarray]:
+    """`window_slices` of `x` with padding read as the lowest value of its dtype."""
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    return window_slices(x, win, low)
+
+
+def window_max(slices: list[np.ndarray], with_arg: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The max over the K `slices` and, if asked, the index of the first max (in the smallest
+    integer type that holds K - 1)."""
+    best = slices[0].copy()
+    arg = np.zeros(best.shape, np.min_scalar_type(len(slices) - 1)) if with_arg else None
+    for j, values in enumerate(slices[1:], 1):
+        if with_arg:
+            np.putmask(arg, values > best, j)  # strictly greater: the first max wins
         np.maximum(best, values, out=best)
-    return best.astype(x.dtype, copy=False), _flat_indices(arg, win, x.shape, storage_order)
+    return best, arg
 
 
 def _flat_indices(
@@ -139,18 +153,17 @@ def average_pool_cpu(
 ) -> tuple[np.ndarray]:
     """Mean over each window; the divisor counts pads only with count_include_pad."""
     attrs = dict(auto_pad=auto_pad, dilations=dilations, pads=pads, strides=strides)
-    win = _window(x, kernel_shape, attrs, ceil_mode)
+    win = pool_window(x, kernel_shape, attrs, ceil_mode)
     work = work_dtype(x.dtype)
-    view = windows(pad_to_windows(x.astype(work, copy=False), win), win)
-    total = None
-    for offset in np.ndindex(*win.kernel):
-        values = view[(..., *offset)]
-        total = values.copy() if total is None else np.add(total, values, out=total)
-    total /= _window_counts(win, x.shape[2:], bool(count_include_pad)).astype(work)
+    slices = window_slices(x.astype(work, copy=False), win)
+    total = slices[0].copy()
+    for values in slices[1:]:
+        np.add(total, values, out=total)
+    total /= window_counts(win, x.shape[2:], bool(count_include_pad)).astype(work)
     return (total.astype(x.dtype, copy=False),)
 
 
-def _window_counts(win: Window, in_shape: Sequence[int], include_pad: bool) -> np.ndarray:
+def window_counts(win: Window, in_shape: Sequence[int], include_pad: bool) -> np.ndarray:
     """Pixels of each window (O1..On) inside X, or inside the padded X with include_pad.
 
     Pixels that ceil_mode windows reach past the end padding never count.
@@ -165,7 +178,7 @@ def _window_counts(win: Window, in_shape: Sequence[int], include_pad: bool) -> n
     return count
 
 
-def _global_axes(x: np.ndarray) -> tuple[int, ...]:
+def global_axes(x: np.ndarray) -> tuple[int, ...]:
     if x.ndim < 3:
         raise ShapeError(
             f"input X has {x.ndim} dims {list(x.shape)}, expected at least 3 (N, C, D1, ..., Dn)"
@@ -177,7 +190,7 @@ def _global_axes(x: np.ndarray) -> tuple[int, ...]:
 def global_average_pool_cpu(x: np.ndarray) -> tuple[np.ndarray]:
     """Mean over every spatial axis, kept as size-1 axes."""
     return (
-        np.mean(x, axis=_global_axes(x), keepdims=True, dtype=work_dtype(x.dtype)).astype(
+        np.mean(x, axis=global_axes(x), keepdims=True, dtype=work_dtype(x.dtype)).astype(
             x.dtype, copy=False
         ),
     )
@@ -186,4 +199,4 @@ def global_average_pool_cpu(x: np.ndarray) -> tuple[np.ndarray]:
 @kernel("GlobalMaxPool")
 def global_max_pool_cpu(x: np.ndarray) -> tuple[np.ndarray]:
     """Max over every spatial axis, kept as size-1 axes."""
-    return (np.max(x, axis=_global_axes(x), keepdims=True),)
+    return (np.max(x, axis=global_axes(x), keepdims=True),)

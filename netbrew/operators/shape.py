@@ -1,6 +1,8 @@
 """Flatten, Reshape, Transpose, Shape, Squeeze and Unsqueeze.
 
 These kernels return NumPy views where they can (no copy), like the ONNX reference.
+Gradients: ops that only regroup dims reshape dY back to Shape(X); Transpose transposes
+dY by the inverse permutation; Shape has none.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from netbrew.errors import ShapeError
+from netbrew.netdef.net import op_def
+from netbrew.operators.grad_util import copy_attrs, tmp
 from netbrew.operators.limits import check_numel
-from netbrew.operators.schema import kernel, schema
+from netbrew.operators.schema import gradient, kernel, no_gradient, schema
 
 
 def normalize_axes(axes: Sequence[int], rank: int, what: str) -> list[int]:
@@ -173,3 +177,29 @@ def unsqueeze_cpu(x: np.ndarray, axes: np.ndarray) -> tuple[np.ndarray]:
     requested = int_list(axes, "axes", "Unsqueeze")
     dims = normalize_axes(requested, x.ndim + len(requested), "Unsqueeze input 'axes'")
     return (np.expand_dims(x, tuple(dims)),)
+
+
+def reshape_back_grad(op, g_out, g_in):
+    """dX = Reshape(dY, Shape(X)): the gradient of every op that only regroups dims."""
+    if not g_in[0]:
+        return []
+    shape = tmp(g_in[0], "shape")
+    return [
+        op_def("Shape", [op.input[0]], [shape]),
+        # allowzero: a 0 in Shape(X) is an empty dim, not "copy dY's dim".
+        op_def("Reshape", [g_out[0], shape], [g_in[0]], allowzero=1),
+    ]
+
+
+for _op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
+    gradient(_op)(reshape_back_grad)
+
+
+@gradient("Transpose", inplace_safe=True)
+def transpose_grad(op, g_out, g_in):
+    perm = copy_attrs(op).get("perm")
+    inverse = None if perm is None else [int(i) for i in np.argsort(perm)]
+    return [op_def("Transpose", [g_out[0]], [g_in[0]], perm=inverse)]
+
+
+no_gradient("Shape", "returns integer dims, which do not vary with the data's values")

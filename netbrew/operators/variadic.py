@@ -1,4 +1,9 @@
-"""Elementwise reductions over 1..N broadcast inputs: Sum, Mean, Max and Min."""
+"""Elementwise reductions over 1..N broadcast inputs: Sum, Mean, Max and Min.
+
+Gradients are summed back to each input's shape. Max and Min send the output gradient to
+every input equal to the result, so with ties each tied input gets the full gradient (unlike
+PyTorch's maximum, which splits it evenly between two tied inputs).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,11 @@ import functools
 
 import numpy as np
 
+from netbrew.netdef.net import op_def
 from netbrew.operators.arithmetic import check_broadcast, check_same_dtype
-from netbrew.operators.schema import kernel, schema
+from netbrew.operators.arithmetic_grad import reduce_each, shape_of
+from netbrew.operators.schema import gradient, kernel, schema
+from netbrew.operators.sum_reduce_like import sum_to_shape
 
 for _name, _formula, _dtypes in (
     ("Sum", "data_0 + data_1 + ...", "float"),
@@ -54,3 +62,67 @@ def max_cpu(*arrays: np.ndarray) -> tuple[np.ndarray]:
 @kernel("Min")
 def min_cpu(*arrays: np.ndarray) -> tuple[np.ndarray]:
     return (_fold(np.minimum, arrays),)
+
+
+@gradient("Sum", inplace_safe=True)
+def sum_grad(op, g_out, g_in):
+    """dX_i = sum_like(dY, X_i); reads only shapes."""
+    return reduce_each(op, g_out, g_in)
+
+
+schema(
+    "MeanGradient",
+    inputs=["dY", "X*"],
+    outputs=["dX*"],
+    onnx=False,
+    output_mask=True,
+    doc="dX_i = sum_like(dY, X_i) / N for the N inputs X (read for their shapes only; "
+    "an omitted X_i gets no dX_i); dY's dtype",
+)
+
+
+@kernel("MeanGradient")
+def mean_gradient_cpu(dy, *xs, output_mask) -> tuple:
+    scaled = dy / len(xs)
+    return tuple(
+        sum_to_shape(scaled, x.shape) if want else None for x, want in zip(xs, output_mask)
+    )
+
+
+@gradient("Mean", inplace_safe=True)
+def mean_grad(op, g_out, g_in):
+    likes = [shape_of(op, i, g_out[0]) if g else "" for i, g in enumerate(g_in)]
+    return [op_def("MeanGradient", [g_out[0], *likes], [g or "" for g in g_in])]
+
+
+for _name in ("Max", "Min"):
+    schema(
+        f"{_name}Gradient",
+        inputs=["Y", "dY", "X*"],
+        outputs=["dX*"],
+        onnx=False,
+        output_mask=True,
+        doc=f"dX_i = sum_like(dY * (X_i == Y), X_i), Y = {_name.lower()}(X...): every input "
+        "equal to the result gets the gradient (all of them on ties); dY's dtype",
+    )
+
+
+@kernel("MaxGradient")
+@kernel("MinGradient")
+def select_gradient_cpu(y, dy, *xs, output_mask) -> tuple:
+    zero = np.zeros((), dy.dtype)
+    return tuple(
+        sum_to_shape(np.where(x == y, dy, zero), x.shape) if want else None
+        for x, want in zip(xs, output_mask)
+    )
+
+
+def _select_grad(op, g_out, g_in):
+    """Reads the inputs' values, so Max and Min must not run in place to get a gradient."""
+    xs = [x if g else "" for x, g in zip(op.input, g_in)]
+    outs = [g or "" for g in g_in]
+    return [op_def(f"{op.type}Gradient", [op.output[0], g_out[0], *xs], outs)]
+
+
+gradient("Max")(_select_grad)
+gradient("Min")(_select_grad)

@@ -4,15 +4,21 @@ Spatial attributes follow ONNX. `pads` is [x1_begin, ..., xn_begin, x1_end, ...,
 `auto_pad` is NOTSET (use `pads`), VALID (no padding), or SAME_UPPER / SAME_LOWER (pad so
 that out = ceil(in / stride); an odd pixel goes at the end for UPPER, at the start for LOWER).
 A window along an axis covers span = (kernel - 1) * dilation + 1 input pixels.
+
+im2col (Conv's columns) copies a strided view of the windows once; on small images, where
+numpy would spend its time on many short rows, it is a GEMM with a cached 0/1 selection
+matrix instead. Their adjoints (col2im, ...) live in window_grad.py.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided
 
 from netbrew.errors import SchemaError, ShapeError
 
@@ -104,6 +110,8 @@ def make_window(
 ) -> Window:
     """Resolves padding and output size for windows over an input of spatial shape `in_shape`.
 
+    Memoised: a training net asks for the same few windows at every step.
+
     Args:
         in_shape: the input's spatial dims (D1, ..., Dn).
         kernel: window size per axis.
@@ -115,6 +123,14 @@ def make_window(
         SchemaError: attribute lengths or values do not fit.
         ShapeError: the padded input is smaller than one window.
     """
+    args = (kernel, strides, dilations, pads)
+    return _make_window(
+        tuple(in_shape), *(None if a is None else tuple(a) for a in args), auto_pad, bool(ceil_mode)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _make_window(in_shape, kernel, strides, dilations, pads, auto_pad, ceil_mode) -> Window:
     n = len(in_shape)
     kernel = spatial(kernel, n, "kernel_shape")
     strides = spatial(strides, n, "strides")
@@ -148,20 +164,24 @@ def make_window(
 
 
 def pad_to_windows(x: np.ndarray, win: Window, value: float = 0) -> np.ndarray:
-    """`x` padded with `value` (or cropped at the end) so its trailing axes hold exactly the
-    windows of `win`; returned as is when nothing changes."""
+    """`x` padded with `value` (or cropped) so its trailing axes hold exactly the windows of
+    `win`; returned as is when nothing changes. A negative `win.begin` crops the start."""
     n = len(win.kernel)
-    lead = x.shape[:-n]
+    sizes = x.shape[-n:]
     ends = [
         (o - 1) * s + sp - i - b
-        for o, s, sp, i, b in zip(win.out, win.strides, win.span, x.shape[-n:], win.begin)
+        for o, s, sp, i, b in zip(win.out, win.strides, win.span, sizes, win.begin)
     ]
-    if any(e < 0 for e in ends):  # trailing pixels no window reaches
-        x = x[(..., *(slice(0, i + min(e, 0)) for i, e in zip(x.shape[-n:], ends)))]
-    if not any(win.begin) and all(e <= 0 for e in ends):
+    if any(b < 0 for b in win.begin) or any(e < 0 for e in ends):  # pixels no window reaches
+        x = x[(..., *(slice(max(-b, 0), i + min(e, 0)) for i, b, e in zip(sizes, win.begin, ends)))]
+    begin, ends = [max(b, 0) for b in win.begin], [max(e, 0) for e in ends]
+    if not any(begin) and not any(ends):
         return x
-    widths = [(0, 0)] * len(lead) + [(b, max(e, 0)) for b, e in zip(win.begin, ends)]
-    return np.pad(x, widths, constant_values=value)
+    # zeros + one slice assignment: several times faster than np.pad on small arrays
+    shape = x.shape[:-n] + tuple(i + b + e for i, b, e in zip(x.shape[-n:], begin, ends))
+    out = np.full(shape, value, dtype=x.dtype) if value else np.zeros(shape, dtype=x.dtype)
+    out[(..., *(slice(b, b + i) for b, i in zip(begin, x.shape[-n:])))] = x
+    return out
 
 
 def windows(xp: np.ndarray, win: Window) -> np.ndarray:
@@ -170,64 +190,111 @@ def windows(xp: np.ndarray, win: Window) -> np.ndarray:
     No data is copied: view[..., o, j] = xp[..., o * stride + j * dilation].
     """
     n = len(win.kernel)
-    view = sliding_window_view(xp, win.span, axis=tuple(range(xp.ndim - n, xp.ndim)))
-    picks = [slice(0, (o - 1) * s + 1, s) for o, s in zip(win.out, win.strides)]
-    picks += [slice(None, None, d) for d in win.dilations]
-    return view[(..., *picks)]
+    axes = xp.strides[-n:]
+    strides = xp.strides[:-n] + tuple(a * s for a, s in zip(axes, win.strides))
+    strides += tuple(a * d for a, d in zip(axes, win.dilations))
+    shape = xp.shape[:-n] + win.out + win.kernel
+    return as_strided(xp, shape, strides, writeable=False)
+
+
+# Small images: a GEMM with a cached 0/1 selection matrix S replaces the strided copies. Its
+# cost grows with the pixel count (S is dense), the copies' with the number of short runs
+# (numpy pays per inner loop, which is one output row): pick the cheaper, as measured.
+_SELECTION_MAX = 1 << 18  # elements of S
+
+
+def use_selection(in_shape: Sequence[int], win: Window, dtype: np.dtype, scatter: bool) -> bool:
+    """Whether im2col (or col2im, `scatter`) over an image of `in_shape` should use a GEMM."""
+    pixels, run = math.prod(in_shape), win.out[-1]
+    size = pixels * math.prod(win.kernel) * math.prod(win.out)
+    budget = (320 + 14 * run) * (2 if scatter else 1)  # a strided add costs twice a copy
+    return dtype.kind == "f" and size <= _SELECTION_MAX and pixels * run <= budget
+
+
+@functools.lru_cache(maxsize=32)
+def window_pixels(in_shape: tuple[int, ...], win: Window) -> np.ndarray:
+    """(K*O1*...*On,) read-only: the flat index into an image of `in_shape` of pixel j of
+    window o, at (j, o) in row-major order; -1 where it falls in the padding."""
+    n = len(in_shape)
+    grid = np.indices((*win.kernel, *win.out)).reshape(2 * n, -1)
+    flat, valid = np.zeros(grid.shape[1], np.intp), np.ones(grid.shape[1], bool)
+    for a, size in enumerate(in_shape):
+        pos = grid[n + a] * win.strides[a] + grid[a] * win.dilations[a] - win.begin[a]
+        valid &= (pos >= 0) & (pos < size)
+        flat = flat * size + pos
+    flat[~valid] = -1
+    flat.flags.writeable = False
+    return flat
+
+
+@functools.lru_cache(maxsize=32)
+def selection(in_shape: tuple[int, ...], win: Window, dtype: np.dtype) -> np.ndarray:
+    """S (D1*...*Dn, K*O1*...*On), read-only: S[q, (j, o)] = 1 where pixel j of window o is
+    input pixel q, so X (rows, D1*...*Dn) @ S is im2col and cols @ S.T is col2im. Padding
+    reads no pixel: all-zero columns."""
+    pixels = window_pixels(in_shape, win)
+    s = np.zeros((math.prod(in_shape), pixels.size), dtype)
+    inside = np.flatnonzero(pixels >= 0)
+    s[pixels[inside], inside] = 1
+    s.flags.writeable = False
+    return s
+
+
+def im2col(x: np.ndarray, win: Window, group: int) -> np.ndarray:
+    """The windows of `x` (N, C, D1..Dn) copied once into GEMM columns (N, group,
+    C/group * K, O1*...*On), rows ordered (channel, k1, ..., kn) to match W reshaped to
+    (group, M/group, -1). A 1x1 kernel with stride 1 and no padding needs no copy."""
+    batch, channels = x.shape[:2]
+    positions = math.prod(win.out)
+    if _is_identity(x, win):
+        return x.reshape(batch, group, -1, positions)
+    if use_selection(x.shape[2:], win, x.dtype, scatter=False):
+        cols = x.reshape(batch * channels, -1) @ selection(x.shape[2:], win, x.dtype)
+        return cols.reshape(batch, group, -1, positions)
+    n = len(win.kernel)
+    view = windows(pad_to_windows(x, win), win)  # (N, C, O1..On, k1..kn), no copy
+    order = (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))
+    return view.transpose(order).reshape(batch, group, -1, positions)
+
+
+def batch_columns(x: np.ndarray, win: Window) -> np.ndarray:
+    """The windows of `x` (N, C, D1..Dn) as (K, C, N * O1*...*On): for each kernel offset, a
+    matrix whose columns span the whole batch, so a weight gradient is one GEMM per offset."""
+    batch, channels = x.shape[:2]
+    k, positions = math.prod(win.kernel), math.prod(win.out)
+    if _is_identity(x, win):
+        view = x.reshape(batch, channels, *win.out, *win.kernel)
+    elif use_selection(x.shape[2:], win, x.dtype, scatter=False):
+        s = selection(x.shape[2:], win, x.dtype).reshape(-1, k, positions).transpose(1, 0, 2)
+        rows = x.reshape(batch, channels, -1).transpose(1, 0, 2).reshape(channels * batch, -1)
+        return np.matmul(rows, s).reshape(k, channels, batch * positions)
+    else:
+        view = windows(pad_to_windows(x, win), win)
+    n = len(win.kernel)
+    order = (*range(2 + n, 2 + 2 * n), 1, 0, *range(2, 2 + n))
+    return view.transpose(order).reshape(k, channels, batch * positions)
+
+
+def _is_identity(x: np.ndarray, win: Window) -> bool:
+    """Whether the windows are the pixels themselves (1x1 kernel, stride 1, no padding)."""
+    ones = (1,) * len(win.kernel)
+    same = win.out == x.shape[2:] and not any(win.begin)
+    return same and win.kernel == ones and win.strides == ones
+
+
+def window_slices(x: np.ndarray, win: Window, pad_value: float = 0) -> list[np.ndarray]:
+    """For each kernel offset j (row-major), a strided view (N, C, O1..On) of window pixel j
+    of every window, with padding read as `pad_value`: what pooling reduces over. (Views
+    beat a selection GEMM here: the reductions read them once, with no copy.)"""
+    xp = pad_to_windows(x, win, pad_value)
+    steps = list(zip(win.dilations, win.out, win.strides))
+    slices = []
+    for offset in np.ndindex(*win.kernel):  # basic slicing: cheaper than an as_strided view
+        picks = (slice(j * d, j * d + (o - 1) * s + 1, s) for j, (d, o, s) in zip(offset, steps))
+        slices.append(xp[(..., *picks)])
+    return slices
 
 
 def work_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype to compute in: float16/bfloat16 widen to float32 (BLAS, accuracy)."""
     return np.dtype(np.float32) if dtype.itemsize < 4 and dtype.kind not in "iub" else dtype
-
-
-def check_conv_operands(
-    x: np.ndarray,
-    w: np.ndarray,
-    b: np.ndarray | None,
-    group: int,
-    kernel_shape: Sequence[int] | None,
-    transposed: bool,
-) -> int:
-    """Checks X, W, B of Conv (W is (M, C/group, k...)) or ConvTranspose (W is (C, M/group,
-    k...)) against each other; returns M, the output channel count."""
-    what = "transposed convolution" if transposed else "convolution"
-    w_dims = "(C, M/group, k1, ..., kn)" if transposed else "(M, C/group, k1, ..., kn)"
-    if w.ndim < 3:
-        raise ShapeError(f"input W has shape {list(w.shape)}, expected at least 3 dims {w_dims}")
-    n = w.ndim - 2
-    if x.ndim != w.ndim:
-        raise ShapeError(
-            f"input X has {x.ndim} dims, expected {w.ndim} {layout(n)} for a {n}-D {what} "
-            f"with weight W of shape {list(w.shape)}"
-        )
-    if group < 1:
-        raise SchemaError(f"argument group={group} must be >= 1")
-    if kernel_shape is not None and tuple(kernel_shape) != w.shape[2:]:
-        raise ShapeError(
-            f"argument kernel_shape={list(kernel_shape)} does not match the spatial dims "
-            f"{list(w.shape[2:])} of W {list(w.shape)}"
-        )
-    c = x.shape[1]
-    want = w.shape[0] if transposed else group * w.shape[1]
-    if c != want:
-        detail = "W's first dim" if transposed else "group*C_in"
-        raise ShapeError(
-            f"input X has C={c} channels but W expects {detail} = {want} "
-            f"(group={group}, W shape {list(w.shape)} is {w_dims})"
-        )
-    m = w.shape[1] * group if transposed else w.shape[0]
-    split = c if transposed else m
-    if split % group:
-        raise ShapeError(
-            f"{split} {'input' if transposed else 'output'} channels do not "
-            f"divide into group={group}"
-        )
-    if b is not None and b.shape != (m,):
-        raise ShapeError(
-            f"input B has shape {list(b.shape)}, expected [{m}] (one per output channel)"
-        )
-    for name, arr in (("W", w), ("B", b)):
-        if arr is not None and arr.dtype != x.dtype:
-            raise SchemaError(f"input {name} has dtype {arr.dtype}, expected {x.dtype} like X")
-    return m

@@ -139,7 +139,7 @@ def test_initializers():
     ws = run(model, x=np.ones((1, 3), np.float32), x300=np.ones((1, 300), np.float32))
     np.testing.assert_array_equal(ws.fetch_blob("a_w"), pretrained)
     np.testing.assert_array_equal(ws.fetch_blob("b_w"), np.full((2, 3), 1.5, np.float32))
-    assert abs(ws.fetch_blob("c_w").std() - np.sqrt(2 / 300)) < 0.01
+    assert abs(ws.fetch_blob("c_w").std() - np.sqrt(2 / 200)) < 0.01  # fan_out = numel / 300
     with pytest.raises(ValueError, match=r"'d_w': array has shape \[2, 3\], expected \[2, 4\]"):
         brew.fc(model, "x", "d", 4, 2, weight_init=brew.FromArray(pretrained))
 

@@ -12,7 +12,7 @@ from netbrew.netdef import load_net
 
 
 def small_cnn(dropout=True):
-    model = ModelHelper("cnn")
+    model = ModelHelper("cnn", seed=7)
     c = brew.conv(model, "data", "conv", 1, 4, kernel=3, pad=1)
     bn = brew.spatial_bn(model, c, "bn", 4)
     r = brew.relu(model, bn, "relu")
