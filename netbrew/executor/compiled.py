@@ -45,10 +45,12 @@ class CompiledOp:
             ) from None
         try:
             self.schema.check_dtypes(args)
-            if self.rng is None:
-                results = self.kernel(*args, **self.attrs)
-            else:
-                results = self.kernel(*args, rng=self.rng, **self.attrs)
+            extra = {}
+            if self.rng is not None:
+                extra["rng"] = self.rng
+            if self.schema.wants_scope:
+                extra["scope"] = blobs
+            results = self.kernel(*args, **extra, **self.attrs)
         except Exception as e:
             raise OperatorError(self.describe(blobs, e)) from e
         if len(results) < len(self.outputs):

@@ -77,6 +77,7 @@ class OpSchema:
     num_outputs_attr: str | None
     output_mask: bool = False
     wants_names: bool = False
+    wants_scope: bool = False
     infer: Callable | None = field(default=None, compare=False)
 
     def input_name(self, i: int) -> str:
@@ -192,6 +193,7 @@ def schema(
     num_outputs_attr: str | None = None,
     output_mask: bool = False,
     wants_names: bool = False,
+    wants_scope: bool = False,
     infer: Callable | None = None,
 ) -> OpSchema:
     """Declares an op.
@@ -213,6 +215,8 @@ def schema(
             outputs the op actually names, so it can skip work for the others.
         wants_names: the kernel takes `input_names` and `output_names` (tuples of blob
             names), for ops such as Save and Load whose files are keyed by blob name.
+        wants_scope: the kernel takes `scope`, the mapping of blobs visible where the op
+            runs, for control flow (If, Loop, Scan) whose subgraphs read outer values.
         infer: optional shape and type inference function.
     """
     ins, in_low, in_high = _arity(inputs)
@@ -236,6 +240,7 @@ def schema(
         num_outputs_attr=num_outputs_attr,
         output_mask=output_mask,
         wants_names=wants_names,
+        wants_scope=wants_scope,
         infer=infer,
     )
     return SCHEMAS.add(name, op)

@@ -1,0 +1,95 @@
+"""netbrew as an onnx.backend Backend, used like onnxruntime.backend:
+
+from netbrew.converters.onnx import backend
+rep = backend.prepare(model)
+outputs = rep.run([x])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep, namedtupledict
+
+from netbrew.converters.onnx.importer import import_model, node_to_op
+from netbrew.executor import Workspace
+from netbrew.executor.runtime import create_runtime
+
+
+class NetbrewRep(BackendRep):
+    """A prepared model: its init net already run, its predict net created."""
+
+    def __init__(self, init_net, predict_net) -> None:
+        self.workspace = Workspace()
+        self.workspace.run_net_once(init_net)
+        params = set(self.workspace.blobs())
+        self.input_names = [b for b in predict_net.external_input if b not in params]
+        self.output_names = list(predict_net.external_output)
+        self.runtime = create_runtime(predict_net)
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple:
+        """Runs on a list (graph input order), a dict, or a single array."""
+        blobs = dict(self.workspace._blobs)
+        for name, value in _bind(self.input_names, inputs).items():
+            blobs[name] = value
+        self.runtime.run(blobs)
+        return namedtupledict("Outputs", self.output_names)(
+            *[blobs[name] for name in self.output_names]
+        )
+
+
+def _bind(names: Sequence[str], inputs: Any) -> dict[str, Any]:
+    if isinstance(inputs, Mapping):
+        return dict(inputs)
+    if isinstance(inputs, np.ndarray):
+        inputs = [inputs]
+    inputs = list(inputs)
+    if len(inputs) > len(names):
+        raise ValueError(f"got {len(inputs)} inputs, the model takes {len(names)}: {names}")
+    return {name: _feed(value) for name, value in zip(names, inputs)}
+
+
+def _feed(value: Any) -> Any:
+    if isinstance(value, (np.ndarray, list, type(None))):
+        return value
+    return np.asarray(value)
+
+
+class NetbrewBackend(Backend):
+    """The onnx.backend.base.Backend over netbrew's executor (CPU)."""
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device.upper().startswith("CPU")
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> NetbrewRep:
+        if not cls.supports_device(device):
+            raise ValueError(f"netbrew's ONNX backend runs on CPU, not {device!r}")
+        return NetbrewRep(*import_model(model))
+
+    @classmethod
+    def run_model(cls, model, inputs, device: str = "CPU", **kwargs: Any) -> tuple:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(
+        cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU", outputs_info=None, **kwargs
+    ) -> tuple:
+        ws = Workspace()
+        names = [n for n in node.input if n]
+        for name, value in _bind(names, inputs).items():
+            ws.feed_blob(name, value)
+        ws.run_operator_once(node_to_op(node))
+        return namedtupledict("Outputs", list(node.output))(
+            *[ws.fetch_blob(n) for n in node.output]
+        )
+
+
+prepare = NetbrewBackend.prepare
+run_model = NetbrewBackend.run_model
+run_node = NetbrewBackend.run_node
+supports_device = NetbrewBackend.supports_device

@@ -1,0 +1,154 @@
+"""ONNX ModelProto -> (init_net, predict_net).
+
+Blob names are the ONNX value names, unchanged. Initializers become `Constant` ops in
+the init net; graph inputs, outputs and value_info become the predict net's external
+inputs, outputs and value_info (shape hints, symbolic dims kept by name). Subgraph
+attributes (If, Loop, Scan bodies) become NetDef arguments. Models written for an older
+opset are first upgraded to the newest one the installed onnx knows.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import onnx
+from onnx import helper, version_converter
+
+from netbrew.converters.onnx.attributes import tensor_to_array, to_argument
+from netbrew.errors import ModelLoadError
+from netbrew.netdef.tensor import data_type_of, from_array
+from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef, TensorShape
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def load_onnx(
+    model_or_path: onnx.ModelProto | str | os.PathLike,
+) -> tuple[onnx.ModelProto, str | None]:
+    """The model and the folder its external data lives in (None for in-memory models)."""
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path, None
+    path = Path(model_or_path)
+    if not path.exists():
+        raise ModelLoadError(f"{path}: no such file")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # onnx raises DecodeError, ValueError...
+        raise ModelLoadError(f"{path}: not a valid ONNX model: {e}") from e
+    return model, str(path.parent)
+
+
+def upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model at the newest default-domain opset, via onnx.version_converter.
+
+    Where the converter cannot upgrade the model, it is returned as written; the
+    kernels then see the older op versions (most are compatible).
+    """
+    target = onnx.defs.onnx_opset_version()
+    current = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), target)
+    if current >= target:
+        return model
+    try:
+        return version_converter.convert_version(model, target)
+    except Exception as e:  # the converter raises bare RuntimeErrors without adapters
+        warnings.warn(
+            f"onnx.version_converter could not upgrade opset {current} to {target} ({e}); "
+            "importing the ops as written",
+            stacklevel=3,
+        )
+        return model
+
+
+def shape_info(value: onnx.ValueInfoProto) -> TensorShape | None:
+    """A TensorShape for a tensor-typed value (None for sequences, maps, optionals)."""
+    if not value.type.HasField("tensor_type"):
+        return None
+    tensor = value.type.tensor_type
+    info = TensorShape(name=value.name)
+    try:
+        info.data_type = data_type_of(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+    except (ValueError, KeyError, TypeError):
+        info.data_type = 0
+    if not tensor.HasField("shape"):
+        info.unknown_shape = True
+        return info
+    for i, dim in enumerate(tensor.shape.dim):
+        if dim.HasField("dim_value"):
+            info.dims.append(dim.dim_value)
+            info.dim_names.append("")
+        else:
+            info.dims.append(-1)
+            info.unknown_dims.append(i)
+            info.dim_names.append(dim.dim_param)
+    return info
+
+
+def graph_to_net(graph: onnx.GraphProto, base_dir: str | None = None) -> tuple[NetDef, NetDef]:
+    """(init_net, net) for one graph; the init net holds its initializers."""
+    init = NetDef(name=f"{graph.name}_init")
+    for tensor in graph.initializer:
+        array = tensor_to_array(tensor, base_dir)
+        op = init.op.add(type="Constant", output=[tensor.name])
+        op.arg.add(name="value").t.CopyFrom(from_array(array, raw=True))
+    for sparse in graph.sparse_initializer:
+        from netbrew.converters.onnx.attributes import _dense
+
+        op = init.op.add(type="Constant", output=[sparse.values.name])
+        op.arg.add(name="value").t.CopyFrom(from_array(_dense(sparse), raw=True))
+    init.external_output.extend(op.output[0] for op in init.op)
+
+    def subgraph(g: onnx.GraphProto) -> NetDef:
+        sub_init, sub = graph_to_net(g, base_dir)
+        merged = NetDef()
+        merged.CopyFrom(sub)
+        del merged.op[:]
+        merged.op.extend(list(sub_init.op) + list(sub.op))
+        del merged.external_input[:]  # only the formal inputs; the rest is outer scope
+        merged.external_input.extend(v.name for v in g.input)
+        return merged
+
+    net = NetDef(name=graph.name)
+    params = set(init.external_output)
+    net.external_input.extend(v.name for v in graph.input if v.name not in params)
+    net.external_input.extend(init.external_output)
+    net.external_output.extend(v.name for v in graph.output)
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        info = shape_info(value)
+        if info is not None and value.name not in params:
+            net.value_info.append(info)
+    for node in graph.node:
+        net.op.append(node_to_op(node, subgraph))
+    return init, net
+
+
+def node_to_op(node: onnx.NodeProto, subgraph=None) -> OperatorDef:
+    """One ONNX node as an OperatorDef (same type, names and attributes)."""
+    op = OperatorDef(type=node.op_type, input=node.input, output=node.output)
+    if node.name:
+        op.name = node.name
+    if node.domain not in DEFAULT_DOMAINS:
+        op.domain = node.domain
+    convert = subgraph or (lambda g: graph_to_net(g)[1])
+    op.arg.extend(to_argument(attr, convert) for attr in node.attribute)
+    return op
+
+
+def import_model(
+    model_or_path: onnx.ModelProto | str | os.PathLike, *, upgrade_opset: bool = True
+) -> tuple[NetDef, NetDef]:
+    """Converts an ONNX model into (init_net, predict_net).
+
+    Args:
+        model_or_path: a ModelProto or a path to a .onnx file (external data is read
+            relative to the file).
+        upgrade_opset: upgrade older opsets to the newest definitions first.
+    """
+    model, base_dir = load_onnx(model_or_path)
+    if upgrade_opset:
+        model = upgrade(model)
+    init, net = graph_to_net(model.graph, base_dir)
+    net.name = model.graph.name or "onnx_model"
+    init.name = f"{net.name}_init"
+    return init, net
