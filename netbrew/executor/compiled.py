@@ -65,7 +65,9 @@ class CompiledOp:
             )
         for name, value in zip(self.outputs, results):
             if name:
-                blobs[name] = value if isinstance(value, np.ndarray) else np.asarray(value)
+                # sequences (lists) and empty optionals (None) stay as they are
+                keep = value is None or isinstance(value, (np.ndarray, list))
+                blobs[name] = value if keep else np.asarray(value)
 
     def describe(self, blobs: MutableMapping[str, Any], error: BaseException) -> str:
         """The failure message: op, blobs with shapes and dtypes, device, original error."""
