@@ -39,8 +39,28 @@ _FIELDS: dict[int, tuple[np.dtype, str]] = {
     DT.COMPLEX128: (np.dtype(np.complex128), "double_data"),
 }
 if _bfloat16 is not None:
-    _FIELDS[DT.BFLOAT16] = (np.dtype(_bfloat16), "int32_data")
+    import ml_dtypes
 
+    _FIELDS[DT.BFLOAT16] = (np.dtype(_bfloat16), "int32_data")
+    _NARROW = {
+        DT.FLOAT8E4M3FN: "float8_e4m3fn",
+        DT.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+        DT.FLOAT8E5M2: "float8_e5m2",
+        DT.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+        DT.UINT4: "uint4",
+        DT.INT4: "int4",
+        DT.FLOAT4E2M1: "float4_e2m1fn",
+        DT.FLOAT8E8M0: "float8_e8m0fnu",
+        DT.UINT2: "uint2",
+        DT.INT2: "int2",
+        DT.FLOAT6E2M3: "float6_e2m3fn",
+        DT.FLOAT6E3M2: "float6_e3m2fn",
+    }
+    for _code, _name in _NARROW.items():
+        if hasattr(ml_dtypes, _name):
+            _FIELDS[_code] = (np.dtype(getattr(ml_dtypes, _name)), "int32_data")
+
+_NARROW_CODES = frozenset(c for c in _FIELDS if c >= DT.FLOAT8E4M3FN)
 _BY_DTYPE = {dtype: code for code, (dtype, _) in _FIELDS.items() if code != DT.BYTE}
 
 
@@ -107,6 +127,8 @@ def _decode(proto: TensorProto, dtype: np.dtype) -> np.ndarray:
     values = getattr(proto, field)
     if code in (DT.FLOAT16, DT.BFLOAT16):
         return np.array(values, dtype=np.int32).astype(np.uint16).view(dtype)
+    if code in _NARROW_CODES:
+        return np.array(values, dtype=np.int32).astype(np.uint8).view(dtype)
     if code == DT.UINT64:
         return np.array(values, dtype=np.int64).view(np.uint64)
     if code in (DT.COMPLEX64, DT.COMPLEX128):
@@ -139,6 +161,8 @@ def from_array(
     flat = arr.reshape(-1)
     if code in (DT.FLOAT16, DT.BFLOAT16):
         flat = flat.view(np.uint16).astype(np.int32)
+    elif code in _NARROW_CODES:
+        flat = flat.view(np.uint8).astype(np.int32)
     elif code == DT.UINT64:
         flat = flat.view(np.int64)
     elif code == DT.BOOL:

@@ -58,6 +58,18 @@ class TensorProto(_message.Message):
         UINT64: _ClassVar[TensorProto.DataType]
         COMPLEX64: _ClassVar[TensorProto.DataType]
         COMPLEX128: _ClassVar[TensorProto.DataType]
+        FLOAT8E4M3FN: _ClassVar[TensorProto.DataType]
+        FLOAT8E4M3FNUZ: _ClassVar[TensorProto.DataType]
+        FLOAT8E5M2: _ClassVar[TensorProto.DataType]
+        FLOAT8E5M2FNUZ: _ClassVar[TensorProto.DataType]
+        UINT4: _ClassVar[TensorProto.DataType]
+        INT4: _ClassVar[TensorProto.DataType]
+        FLOAT4E2M1: _ClassVar[TensorProto.DataType]
+        FLOAT8E8M0: _ClassVar[TensorProto.DataType]
+        UINT2: _ClassVar[TensorProto.DataType]
+        INT2: _ClassVar[TensorProto.DataType]
+        FLOAT6E2M3: _ClassVar[TensorProto.DataType]
+        FLOAT6E3M2: _ClassVar[TensorProto.DataType]
     UNDEFINED: TensorProto.DataType
     FLOAT: TensorProto.DataType
     INT32: TensorProto.DataType
@@ -78,6 +90,18 @@ class TensorProto(_message.Message):
     UINT64: TensorProto.DataType
     COMPLEX64: TensorProto.DataType
     COMPLEX128: TensorProto.DataType
+    FLOAT8E4M3FN: TensorProto.DataType
+    FLOAT8E4M3FNUZ: TensorProto.DataType
+    FLOAT8E5M2: TensorProto.DataType
+    FLOAT8E5M2FNUZ: TensorProto.DataType
+    UINT4: TensorProto.DataType
+    INT4: TensorProto.DataType
+    FLOAT4E2M1: TensorProto.DataType
+    FLOAT8E8M0: TensorProto.DataType
+    UINT2: TensorProto.DataType
+    INT2: TensorProto.DataType
+    FLOAT6E2M3: TensorProto.DataType
+    FLOAT6E3M2: TensorProto.DataType
     class SerializationFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         FMT_PROTOBUF: _ClassVar[TensorProto.SerializationFormat]

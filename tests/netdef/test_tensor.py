@@ -99,3 +99,17 @@ def test_unknown_data_type():
     proto = TensorProto(name="q", data_type=DT.ZERO_COLLISION_HASH, dims=[1])
     with pytest.raises(ModelLoadError, match="ZERO_COLLISION_HASH has no numpy equivalent"):
         to_array(proto)
+
+
+NARROW = ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int4", "uint4",
+          "float4_e2m1fn", "float8_e8m0fnu"]  # fmt: skip
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["typed", "raw"])
+@pytest.mark.parametrize("name", NARROW)
+def test_onnx_narrow_types_round_trip(name, raw):
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    x = np.array([[0.5, 1.0], [2.0, 4.0]], np.float32).astype(dtype)
+    back = to_array(TensorProto.FromString(from_array(x, raw=raw).SerializeToString()))
+    assert back.dtype == dtype
+    np.testing.assert_array_equal(back.view(np.uint8), x.view(np.uint8))
