@@ -47,8 +47,10 @@ def param_count(init_net: NetDef | None) -> int:
         args = args_dict(op.arg)
         if "shape" in args and isinstance(args["shape"], list):
             total += math.prod(args["shape"])
-        elif "values" in args and hasattr(args["values"], "size"):
-            total += args["values"].size
+        else:
+            total += sum(
+                v.size for k, v in args.items() if k in ("values", "value") and hasattr(v, "size")
+            )
     return total
 
 
@@ -89,6 +91,47 @@ def cmd_run(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_shape(item: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = item.partition("=")
+    try:
+        shape = tuple(int(d) for d in dims.lower().split("x")) if sep else None
+    except ValueError:
+        shape = None
+    if not shape:
+        raise NetbrewError(f"--input {item!r}: expected NAME=DxDxD, e.g. data=1x3x224x224")
+    return name, shape
+
+
+def cmd_convert(ns: argparse.Namespace) -> int:
+    """.onnx -> model folder, or model folder / predict_net (+ --init) -> .onnx."""
+    from netbrew.converters import onnx as nb_onnx
+    from netbrew.netdef import save_net
+
+    src, dst = Path(ns.src), Path(ns.output)
+    if src.suffix.lower() == ".onnx":
+        init_net, net = nb_onnx.import_model(src)
+        save_net(init_net, dst / "init_net.pb")
+        save_net(net, dst / "predict_net.pb")
+        print(f"{src} -> {dst}/init_net.pb, {dst}/predict_net.pb ({len(net.op)} ops)")
+        return 0
+    if dst.suffix.lower() != ".onnx":
+        raise NetbrewError(f"{dst}: convert writes a model folder from .onnx, or an .onnx file")
+    init_net, net = resolve_model(ns.src, ns.init)
+    inputs = dict(_parse_shape(i) for i in ns.input) or [
+        b for b in net.external_input if b in {v.name for v in net.value_info}
+    ]
+    model = nb_onnx.export(
+        net, init_net, inputs=inputs, opset=ns.opset, dynamic_batch=ns.dynamic_batch
+    )
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    from netbrew.netdef.serialize import write_atomic
+
+    write_atomic(dst, model.SerializeToString())
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    print(f"{src} -> {dst} (opset {opset}, {len(model.graph.node)} nodes, checked)")
+    return 0
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
     from netbrew.demo import main as demo_main
 
@@ -101,6 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="build, run, save, reload and verify a model, offline")
     demo.add_argument("-o", "--output", default="netbrew_demo", help="folder for the model")
     demo.set_defaults(func=cmd_demo)
+    convert = sub.add_parser("convert", help="convert between .onnx and NetDef model folders")
+    convert.add_argument("src", help=".onnx file, model folder, or predict_net .pb/.pbtxt")
+    convert.add_argument("-o", "--output", required=True, help="model folder or .onnx file")
+    convert.add_argument("--init", help="init_net file (when SRC is a predict_net file)")
+    convert.add_argument("--input", action="append", default=[], help="NAME=1x3x224x224")
+    convert.add_argument("--opset", type=int, help="ONNX opset to write (default newest)")
+    convert.add_argument("--dynamic-batch", action="store_true", help="symbolic dimension 0")
+    convert.set_defaults(func=cmd_convert)
     info = sub.add_parser("info", help="ops, parameters, inputs and outputs of a model")
     info.add_argument("model", help="predict_net .pb/.pbtxt, or a model folder")
     info.add_argument("--init", help="init_net file")

@@ -1,0 +1,215 @@
+"""NetDef -> ONNX ModelProto.
+
+ONNX ops are copied as they are (their semantics are ONNX's). netbrew-only ops go
+through the converters in to_onnx.py (FC becomes Flatten + Gemm). The init net is run
+once and every parameter it fills becomes an initializer; netbrew-only ops whose inputs
+are all constants (fillers in a predict net) are folded the same way. Blob names become
+value names unchanged. The result passes onnx.checker.check_model(full_check=True).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference, version_converter
+
+from netbrew.converters.onnx.to_onnx import CONVERTERS, NOT_EXPORTABLE
+from netbrew.errors import UnsupportedConversion
+from netbrew.executor import Workspace
+from netbrew.netdef.args import arg_value
+from netbrew.operators import get_schema
+from netbrew.proto.netbrew_pb2 import Argument, NetDef, OperatorDef
+
+A = onnx.AttributeProto
+InputSpec = Mapping[str, Any] | Sequence[str]
+
+
+def _netdef(net: Any) -> NetDef:
+    return net.proto() if hasattr(net, "proto") else net
+
+
+def _attribute(op: OperatorDef, arg: Argument, onnx_schema) -> onnx.AttributeProto:
+    """An Argument as an ONNX attribute of the type the ONNX schema declares."""
+    value = arg_value(arg)
+    declared = onnx_schema.attributes.get(arg.name) if onnx_schema else None
+    kind = declared.type if declared is not None else None
+    if isinstance(value, NetDef):
+        return helper.make_attribute(arg.name, graph_from_net(value))
+    if isinstance(value, list) and value and isinstance(value[0], NetDef):
+        return helper.make_attribute(arg.name, [graph_from_net(n) for n in value])
+    if isinstance(value, np.ndarray):
+        return helper.make_attribute(arg.name, numpy_helper.from_array(value))
+    if kind == A.FLOAT:
+        value = float(value)
+    elif kind == A.FLOATS:
+        value = [float(v) for v in value]
+    elif kind == A.INTS:
+        value = [int(v) for v in value]
+    elif kind == A.STRINGS:
+        value = [v if isinstance(v, (str, bytes)) else str(v) for v in value]
+    elif kind == A.TENSOR and not isinstance(value, np.ndarray):
+        value = numpy_helper.from_array(np.asarray(value))
+    if isinstance(value, list) and not value:
+        return helper.make_attribute(arg.name, [], attr_type=kind or A.INTS)
+    return helper.make_attribute(arg.name, value)
+
+
+def _copy_node(op: OperatorDef) -> onnx.NodeProto:
+    domain = op.domain if op.domain not in ("", "caffe2") else ""
+    try:
+        onnx_schema = onnx.defs.get_schema(op.type, domain=domain)
+    except onnx.defs.SchemaError:
+        onnx_schema = None
+    node = helper.make_node(op.type, list(op.input), list(op.output), name=op.name or None)
+    if domain:
+        node.domain = domain
+    node.attribute.extend(_attribute(op, arg, onnx_schema) for arg in op.arg)
+    return node
+
+
+def graph_from_net(net: NetDef, name: str | None = None) -> onnx.GraphProto:
+    """A subgraph (If/Loop/Scan body): inputs and outputs untyped, as ONNX allows."""
+    nodes, inits, _ = _convert_ops(net, {})
+    return helper.make_graph(
+        nodes,
+        name or net.name or "subgraph",
+        [helper.make_empty_tensor_value_info(n) for n in net.external_input],
+        [helper.make_empty_tensor_value_info(n) for n in net.external_output],
+        inits,
+    )
+
+
+def _convert_ops(net: NetDef, constants: dict[str, np.ndarray]):
+    nodes, inits, problems = [], [], []
+    folded = Workspace()
+    for name, value in constants.items():
+        folded.feed_blob(name, value)
+    for index, op in enumerate(net.op):
+        where = f"op #{index} {op.type}"
+        if op.type in NOT_EXPORTABLE or op.is_gradient_op or op.type.endswith("Gradient"):
+            reason = NOT_EXPORTABLE.get(op.type, "a gradient op, part of training only")
+            problems.append(f"{where}: {reason}")
+            continue
+        schema = get_schema(op.type)
+        if schema.onnx:
+            nodes.append(_copy_node(op))
+        elif op.type in CONVERTERS:
+            converted = CONVERTERS[op.type](op)
+            nodes.extend(converted.nodes)
+            inits.extend(converted.initializers)
+        elif all(folded.has_blob(i) for i in op.input if i):
+            folded.run_operator_once(op)  # e.g. a filler: its result is a constant
+            for out in op.output:
+                inits.append(numpy_helper.from_array(folded.fetch_blob(out), out))
+                constants[out] = folded.fetch_blob(out)
+        else:
+            problems.append(f"{where}: no ONNX converter for {op.type}")
+    return nodes, inits, problems
+
+
+def _value_info(name: str, value: np.ndarray, dynamic_batch: bool) -> onnx.ValueInfoProto:
+    shape: list[Any] = list(value.shape)
+    if dynamic_batch and shape:
+        shape[0] = "batch"
+    elem = helper.np_dtype_to_tensor_dtype(value.dtype)
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _example_inputs(net: NetDef, inputs: InputSpec) -> dict[str, np.ndarray]:
+    """Zero arrays for the inputs, from {name: shape or array} or from net.value_info."""
+    if isinstance(inputs, Mapping):
+        out = {}
+        for name, spec in inputs.items():
+            if isinstance(spec, np.ndarray):
+                out[name] = spec
+            else:
+                shape, dtype = (
+                    spec
+                    if isinstance(spec, tuple)
+                    and len(spec) == 2
+                    and isinstance(spec[0], (list, tuple))
+                    else (spec, np.float32)
+                )
+                out[name] = np.zeros(tuple(shape), dtype=dtype)
+        return out
+    from netbrew.netdef.tensor import dtype_of
+
+    infos = {v.name: v for v in net.value_info}
+    out = {}
+    for name in inputs:
+        if name not in infos or infos[name].unknown_shape:
+            raise UnsupportedConversion(
+                f"input {name!r}: give its shape (inputs={{'{name}': (1, 3, 224, 224)}}); "
+                "the net has no value_info for it"
+            )
+        dims = [1 if d < 0 else d for d in infos[name].dims]
+        out[name] = np.zeros(dims, dtype=dtype_of(infos[name].data_type))
+    return out
+
+
+def export(
+    predict_net: Any,
+    init_net: Any = None,
+    *,
+    inputs: InputSpec,
+    opset: int | None = None,
+    dynamic_batch: bool = False,
+    name: str | None = None,
+) -> onnx.ModelProto:
+    """Exports a netbrew model to ONNX.
+
+    Args:
+        predict_net: the inference net (Net or NetDef).
+        init_net: the net that fills its parameters; they become initializers.
+        inputs: the graph inputs: {name: shape} (float32), {name: (shape, dtype)},
+            {name: example array}, or names whose shapes the net's value_info gives.
+        opset: an older default-domain opset to lower to (onnx.version_converter);
+            default the newest the installed onnx knows.
+        dynamic_batch: make dimension 0 of every input and output symbolic ("batch").
+        name: the graph name (default the net's).
+
+    Raises:
+        UnsupportedConversion: listing every op that cannot be exported.
+    """
+    net = _netdef(predict_net)
+    ws = Workspace()
+    if init_net is not None:
+        ws.run_net_once(_netdef(init_net))
+    examples = _example_inputs(net, inputs)
+    params = {b: ws.fetch_blob(b) for b in ws.blobs() if b not in examples}
+    nodes, inits, problems = _convert_ops(net, dict(params))
+    if problems:
+        raise UnsupportedConversion(
+            f"net {net.name!r} cannot be exported to ONNX:\n  " + "\n  ".join(problems)
+        )
+    used = {i for node in nodes for i in node.input}
+    initializers = [numpy_helper.from_array(v, k) for k, v in params.items() if k in used]
+    initializers += [t for t in inits if t.name in used or t.name in net.external_output]
+    for name_, value in examples.items():
+        ws.feed_blob(name_, value)
+    ws.run_net_once(net)
+    outputs = list(net.external_output) or list(net.op[-1].output)
+    graph = helper.make_graph(
+        nodes,
+        name or net.name or "netbrew",
+        [_value_info(n, v, dynamic_batch) for n, v in examples.items()],
+        [_value_info(n, np.asarray(ws.fetch_blob(n)), dynamic_batch) for n in outputs],
+        initializers,
+    )
+    domains = {n.domain for n in nodes if n.domain}
+    newest = onnx.defs.onnx_opset_version()
+    opsets = [helper.make_opsetid("", newest)] + [
+        helper.make_opsetid(d, onnx.defs.onnx_opset_version() if d != "ai.onnx.ml" else 5)
+        for d in sorted(domains)
+    ]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="netbrew")
+    model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
+    if opset is not None and opset < newest:
+        model = version_converter.convert_version(model, opset)
+        model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
+    model = shape_inference.infer_shapes(model)
+    onnx.checker.check_model(model, full_check=True)
+    return model
