@@ -117,8 +117,9 @@ def cmd_convert(ns: argparse.Namespace) -> int:
     if dst.suffix.lower() != ".onnx":
         raise NetbrewError(f"{dst}: convert writes a model folder from .onnx, or an .onnx file")
     init_net, net = resolve_model(ns.src, ns.init)
+    filled = {o for op in (init_net.op if init_net else ()) for o in op.output}
     inputs = dict(_parse_shape(i) for i in ns.input) or [
-        b for b in net.external_input if b in {v.name for v in net.value_info}
+        b for b in net.external_input if b not in filled
     ]
     model = nb_onnx.export(
         net, init_net, inputs=inputs, opset=ns.opset, dynamic_batch=ns.dynamic_batch

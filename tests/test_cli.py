@@ -72,3 +72,29 @@ def test_corrupt_model_is_a_clean_error(tmp_path, capsys):
     (tmp_path / "bad.pb").write_bytes(b"\xff\xff\xff")
     assert main(["info", str(tmp_path / "bad.pb")]) == 1
     assert "bad.pb: not a valid binary NetDef" in capsys.readouterr().err
+
+
+def test_convert_both_ways(model_dir, tmp_path, capsys):
+    onnx_path = tmp_path / "model.onnx"
+    args = ["convert", str(model_dir), "-o", str(onnx_path), "--input", "data=2x1x6x6"]
+    assert main([*args, "--opset", "21", "--dynamic-batch"]) == 0
+    assert "opset 21" in capsys.readouterr().out
+    back = tmp_path / "back"
+    assert main(["convert", str(onnx_path), "-o", str(back)]) == 0
+    x = np.random.default_rng(0).uniform(size=(3, 1, 6, 6)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for folder, out in ((model_dir, "a"), (back, "b")):
+        assert main(["run", str(folder), "--input", f"data={tmp_path / 'x.npy'}",
+                     "-o", str(tmp_path / out)]) == 0  # fmt: skip
+    np.testing.assert_allclose(
+        np.load(tmp_path / "a" / "prob.npy"), np.load(tmp_path / "b" / "prob.npy"), atol=1e-6
+    )
+
+
+def test_convert_needs_input_shapes(model_dir, tmp_path, capsys):
+    assert main(["convert", str(model_dir), "-o", str(tmp_path / "m.onnx")]) == 1
+    assert "input 'data': give its shape" in capsys.readouterr().err
+    assert (
+        main(["convert", str(model_dir), "-o", str(tmp_path / "m.onnx"), "--input", "data=x"]) == 1
+    )
+    assert "expected NAME=DxDxD" in capsys.readouterr().err
