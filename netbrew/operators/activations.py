@@ -107,19 +107,30 @@ schema(
 
 @kernel("PRelu")
 def prelu_cpu(x: np.ndarray, slope: np.ndarray) -> tuple[np.ndarray]:
+    return (np.where(x < 0, x * align_slope(x, slope), x),)
+
+
+def align_slope(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    """PRelu's slope as an array that broadcasts to X.
+
+    ONNX asks for unidirectional broadcasting; like onnxruntime and onnx's reference, a
+    1-D slope of X.shape[1] elements is also taken as per-channel ([C] -> [C, 1, ...]),
+    the form PyTorch exports.
+    """
     if slope.dtype != x.dtype:
         raise SchemaError(f"input 'slope' has dtype {slope.dtype}, expected {x.dtype} like 'X'")
     try:
-        ok = np.broadcast_shapes(x.shape, slope.shape) == x.shape
+        if np.broadcast_shapes(x.shape, slope.shape) == x.shape:
+            return slope
     except ValueError:
-        ok = False
-    if not ok:
-        raise ShapeError(
-            f"input 'slope' has shape {list(slope.shape)}, which does not broadcast to X's "
-            f"shape {list(x.shape)} (unidirectional: align trailing dims; for a per-channel "
-            "slope on NCHW input use shape [C, 1, 1])"
-        )
-    return (np.where(x < 0, x * slope, x),)
+        pass
+    if slope.ndim == 1 and x.ndim >= 2 and slope.size == x.shape[1]:
+        return slope.reshape(-1, *([1] * (x.ndim - 2)))
+    raise ShapeError(
+        f"input 'slope' has shape {list(slope.shape)}, which does not broadcast to X's "
+        f"shape {list(x.shape)} (unidirectional: align trailing dims, or one value per "
+        "channel)"
+    )
 
 
 @_elementwise("Sigmoid", "1 / (1 + exp(-X))")

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from netbrew.netdef.net import op_def
-from netbrew.operators.activations import SELU_ALPHA, SELU_GAMMA, normal_cdf
+from netbrew.operators.activations import SELU_ALPHA, SELU_GAMMA, align_slope, normal_cdf
 from netbrew.operators.arithmetic_grad import parsed_attrs, value_of
 from netbrew.operators.schema import gradient, kernel, schema
 from netbrew.operators.sum_reduce_like import sum_to_shape
@@ -139,10 +139,11 @@ schema(
 @kernel("PReluGradient")
 def prelu_gradient_cpu(x, slope, dy, output_mask) -> tuple:
     negative = x < 0
-    dx = np.where(negative, dy * slope, dy) if output_mask[0] else None
+    aligned = align_slope(x, slope)
+    dx = np.where(negative, dy * aligned, dy) if output_mask[0] else None
     dslope = None
     if output_mask[1]:
-        dslope = sum_to_shape(_where(negative, dy * x, dy), slope.shape)
+        dslope = sum_to_shape(_where(negative, dy * x, dy), aligned.shape).reshape(slope.shape)
     return dx, dslope
 
 

@@ -98,13 +98,16 @@ def test_gelu_tails():
 
 @pytest.mark.parametrize("dtype", FLOATS + [np.int32])
 @pytest.mark.parametrize(
-    "x_shape, slope_shape", [((2, 3, 4, 4), (3, 1, 1)), ((3, 4), (4,)), ((3, 4), ()), ((5,), (5,))]
+    "x_shape, slope_shape",
+    [((2, 3, 4, 4), (3, 1, 1)), ((3, 4), (4,)), ((3, 4), ()), ((5,), (5,)), ((2, 3, 4), (3,))],
 )
 def test_prelu(x_shape, slope_shape, dtype):
     x = (rand(*x_shape, dtype=np.float64, low=-5, high=5)).astype(dtype)
     slope = (rand(*slope_shape, dtype=np.float64, seed=1, low=0, high=3)).astype(dtype)
 
     def reference(x, slope):
+        if slope.ndim == 1 and x.ndim > 2 and slope.shape[0] == x.shape[1]:
+            slope = slope.reshape(-1, *[1] * (x.ndim - 2))  # per-channel, as PyTorch exports
         s = np.broadcast_to(slope, x.shape)
         out = x.copy()
         out[x < 0] = x[x < 0] * s[x < 0]
@@ -114,8 +117,8 @@ def test_prelu(x_shape, slope_shape, dtype):
 
 
 def test_errors():
-    with pytest.raises(OperatorError, match=r"'slope' has shape \[3\], which does not broadcast"):
-        run_op("PRelu", [rand(2, 3, 4, 4), rand(3)])
+    with pytest.raises(OperatorError, match=r"'slope' has shape \[5\], which does not broadcast"):
+        run_op("PRelu", [rand(2, 3, 4, 4), rand(5)])
     with pytest.raises(OperatorError, match="'approximate' is 'fast', expected 'none' or 'tanh'"):
         run_op("Gelu", [rand(3)], approximate="fast")
     with pytest.raises(OperatorError, match="'X' has dtype int32, expected a float type"):

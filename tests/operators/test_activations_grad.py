@@ -70,7 +70,8 @@ def test_gelu_gradient_in_the_tails():
 
 
 @pytest.mark.parametrize(
-    "x_shape, slope_shape", [((3, 4), (4,)), ((2, 3, 4, 5), (3, 1, 1)), ((3, 4), ()), ((5,), (5,))]
+    "x_shape, slope_shape",
+    [((3, 4), (4,)), ((2, 3, 4, 5), (3, 1, 1)), ((3, 4), ()), ((5,), (5,)), ((2, 3, 5), (3,))],
 )
 def test_prelu(x_shape, slope_shape):
     x, slope = kinked(*x_shape), rand(*slope_shape, seed=1, low=-0.5, high=0.5)
