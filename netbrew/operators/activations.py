@@ -146,7 +146,7 @@ def tanh_cpu(x: np.ndarray) -> tuple[np.ndarray]:
 
 @_elementwise("Elu", "X if X > 0 else alpha * (exp(X) - 1) (alpha=1.0)", {"alpha": 1.0})
 def elu_cpu(x: np.ndarray, alpha: float) -> tuple[np.ndarray]:
-    return (np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))),)
+    return (np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False),)
 
 
 @_elementwise(

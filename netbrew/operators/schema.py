@@ -33,7 +33,7 @@ DTYPE_CLASSES: dict[str, Callable[[np.dtype], bool]] = {
     "float": lambda d: d.kind in "fc" or d.name == "bfloat16",
     "int": lambda d: d.kind in "iu",
     "bool": lambda d: d.kind == "b",
-    "numeric": lambda d: d.kind in "iufcb",
+    "numeric": lambda d: d.kind in "iufcb" or d.name == "bfloat16",
     "any": lambda d: True,
 }
 
