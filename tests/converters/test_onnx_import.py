@@ -151,8 +151,10 @@ def test_external_data_is_read_relative_to_the_model(tmp_path, monkeypatch):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     folder = tmp_path / "model"
     folder.mkdir()
-    onnx.save_model(model, folder / "m.onnx", save_as_external_data=True,
-                    all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)  # fmt: skip
+    onnx.save_model(
+        model, folder / "m.onnx", save_as_external_data=True, location="weights.bin",
+        all_tensors_to_one_file=True, size_threshold=0,
+    )  # fmt: skip
     assert (folder / "weights.bin").exists()
     monkeypatch.chdir(tmp_path)  # not the model's folder
     init, net = import_model(folder / "m.onnx")
@@ -181,4 +183,5 @@ def test_backend_api():
     model = helper.make_model(graph)
     rep = backend.prepare(model)
     np.testing.assert_array_equal(rep.run([np.ones(2, np.float32)] * 2)["c"], [2, 2])
-    np.testing.assert_array_equal(backend.run_model(model, [np.ones(2, np.float32)] * 2)[0], [2, 2])
+    out = backend.run_model(model, [np.ones(2, np.float32)] * 2)
+    np.testing.assert_array_equal(out[0], [2, 2])
