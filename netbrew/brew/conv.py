@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from netbrew.brew._util import expand, spatial_rank
+from netbrew.brew._util import expand, window_args
 from netbrew.brew.arg_scope import helper
 from netbrew.brew.initializers import ConstantInit, Initializer, XavierInit, resolve
 from netbrew.brew.model_helper import ModelHelper, Tags
@@ -14,15 +14,21 @@ from netbrew.netdef.net import BlobReference
 Ints = int | Sequence[int]
 
 
-def _window_args(kernel: Ints, stride: Ints, pad: Ints, dilation: Ints) -> dict[str, list[int]]:
-    n = spatial_rank(kernel)
-    pads = expand(pad, n, "pad") if isinstance(pad, int) or len(pad) == n else list(pad)
-    return {
-        "kernel_shape": expand(kernel, n, "kernel"),
-        "strides": expand(stride, n, "stride"),
-        "pads": pads * 2 if len(pads) == n else expand(pads, 2 * n, "pad"),
-        "dilations": expand(dilation, n, "dilation"),
-    }
+def _weight_and_bias(
+    model: ModelHelper,
+    blob_out: str,
+    shape: list[int],
+    dim_out: int,
+    no_bias: bool,
+    weight_init: Initializer | None,
+    bias_init: Initializer | None,
+) -> list[BlobReference]:
+    """The weight `{blob_out}_w` (Xavier) and, unless no_bias, the bias `{blob_out}_b`."""
+    w = model.create_param(f"{blob_out}_w", shape, resolve(weight_init, XavierInit()), Tags.WEIGHT)
+    if no_bias:
+        return [w]
+    init = resolve(bias_init, ConstantInit())
+    return [w, model.create_param(f"{blob_out}_b", [dim_out], init, Tags.BIAS)]
 
 
 @helper
@@ -50,13 +56,10 @@ def conv(
     """
     if dim_in % group or dim_out % group:
         raise ValueError(f"conv {blob_out!r}: group {group} must divide {dim_in} and {dim_out}")
-    window = _window_args(kernel, stride, pad, dilation)
+    window = window_args(kernel, stride, pad, dilation)
     shape = [dim_out, dim_in // group, *window["kernel_shape"]]
-    w = model.create_param(f"{blob_out}_w", shape, resolve(weight_init, XavierInit()), Tags.WEIGHT)
-    inputs = [blob_in, w]
-    if not no_bias:
-        init = resolve(bias_init, ConstantInit())
-        inputs.append(model.create_param(f"{blob_out}_b", [dim_out], init, Tags.BIAS))
+    params = _weight_and_bias(model, blob_out, shape, dim_out, no_bias, weight_init, bias_init)
+    inputs = [blob_in, *params]
     return model.net.Conv(inputs, blob_out, group=group, **window, **op_args)
 
 
@@ -83,13 +86,10 @@ def conv_transpose(
 
     `adj` is Caffe2's name for ONNX's output_padding. Emits: ConvTranspose.
     """
-    window = _window_args(kernel, stride, pad, dilation)
+    window = window_args(kernel, stride, pad, dilation)
     shape = [dim_in, dim_out // group, *window["kernel_shape"]]
-    w = model.create_param(f"{blob_out}_w", shape, resolve(weight_init, XavierInit()), Tags.WEIGHT)
-    inputs = [blob_in, w]
-    if not no_bias:
-        init = resolve(bias_init, ConstantInit())
-        inputs.append(model.create_param(f"{blob_out}_b", [dim_out], init, Tags.BIAS))
+    params = _weight_and_bias(model, blob_out, shape, dim_out, no_bias, weight_init, bias_init)
+    inputs = [blob_in, *params]
     n = len(window["kernel_shape"])
     return model.net.ConvTranspose(
         inputs, blob_out, group=group, output_padding=expand(adj, n, "adj"), **window, **op_args

@@ -5,22 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from netbrew.brew._util import expand, spatial_rank
+from netbrew.brew._util import window_args
 from netbrew.brew.arg_scope import helper
 from netbrew.brew.model_helper import ModelHelper
 from netbrew.netdef.net import BlobReference
 
 Ints = int | Sequence[int]
-
-
-def _pool_args(kernel: Ints, stride: Ints | None, pad: Ints) -> dict[str, list[int]]:
-    n = spatial_rank(kernel)
-    pads = expand(pad, n, "pad") if isinstance(pad, int) or len(pad) == n else list(pad)
-    return {
-        "kernel_shape": expand(kernel, n, "kernel"),
-        "strides": expand(1 if stride is None else stride, n, "stride"),
-        "pads": pads * 2 if len(pads) == n else expand(pads, 2 * n, "pad"),
-    }
 
 
 @helper
@@ -35,7 +25,7 @@ def max_pool(
     **op_args: Any,
 ) -> BlobReference:
     """Max over each window (stride 1 unless given, as in Caffe2). Emits: MaxPool."""
-    return model.net.MaxPool(blob_in, blob_out, **_pool_args(kernel, stride, pad), **op_args)
+    return model.net.MaxPool(blob_in, blob_out, **window_args(kernel, stride, pad), **op_args)
 
 
 @helper
@@ -50,7 +40,7 @@ def average_pool(
     **op_args: Any,
 ) -> BlobReference:
     """Mean over each window. Emits: AveragePool."""
-    return model.net.AveragePool(blob_in, blob_out, **_pool_args(kernel, stride, pad), **op_args)
+    return model.net.AveragePool(blob_in, blob_out, **window_args(kernel, stride, pad), **op_args)
 
 
 @helper
