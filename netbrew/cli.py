@@ -25,8 +25,12 @@ def resolve_model(model: str, init: str | None = None) -> tuple[NetDef | None, N
         found_init = _first(path, ("init_net.pb", "init_net.pbtxt"), required=False)
         init = init or (str(found_init) if found_init else None)
         path = predict
-    init_net = load_net(init) if init else None
-    return init_net, load_net(path)
+    init_net, net = (load_net(init) if init else None), load_net(path)
+    from netbrew.converters import caffe2
+
+    if caffe2.looks_legacy(net):  # Caffe2 spellings: translate them once, here
+        init_net, net = caffe2.load(init_net or NetDef(name="init"), net)
+    return init_net, net
 
 
 def _first(folder: Path, names: Sequence[str], required: bool = True) -> Path | None:
@@ -105,13 +109,13 @@ def _parse_shape(item: str) -> tuple[str, tuple[int, ...]]:
 def cmd_convert(ns: argparse.Namespace) -> int:
     """.onnx -> model folder, or model folder / predict_net (+ --init) -> .onnx."""
     from netbrew.converters import onnx as nb_onnx
-    from netbrew.netdef import save_net
 
     src, dst = Path(ns.src), Path(ns.output)
     if src.suffix.lower() == ".onnx":
+        from netbrew.converters import caffe2
+
         init_net, net = nb_onnx.import_model(src)
-        save_net(init_net, dst / "init_net.pb")
-        save_net(net, dst / "predict_net.pb")
+        caffe2.save(init_net, net, dst)
         print(f"{src} -> {dst}/init_net.pb, {dst}/predict_net.pb ({len(net.op)} ops)")
         return 0
     if dst.suffix.lower() != ".onnx":

@@ -47,6 +47,7 @@ class Predictor:
         self.workspace.run_net_once(init)
         params = set(self.workspace.blobs())
         self.input_names = [b for b in self.predict_net.external_input if b not in params]
+        self.external_inputs = set(self.predict_net.external_input)
         self.output_names = list(self.predict_net.external_output) or (
             list(self.predict_net.op[-1].output) if self.predict_net.op else []
         )
@@ -61,7 +62,9 @@ class Predictor:
                 f"missing input {missing[0]!r}{self._expected(missing[0])}; "
                 f"the net's inputs are: {', '.join(self.input_names)}"
             )
-        unexpected = [n for n in feeds if n not in self.input_names]
+        # a blob the init net fills may still be fed (Caffe2 init nets often create a
+        # placeholder for "data"); anything outside the net's external inputs may not
+        unexpected = [n for n in feeds if n not in self.external_inputs]
         if unexpected:
             raise FeedError(
                 f"unexpected input {unexpected[0]!r}; the net's inputs are: "

@@ -9,6 +9,7 @@ value names unchanged. The result passes onnx.checker.check_model(full_check=Tru
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -110,6 +111,41 @@ def _convert_ops(net: NetDef, constants: dict[str, np.ndarray]):
     return nodes, inits, problems
 
 
+def to_ssa(net: NetDef) -> tuple[NetDef, dict[str, str]]:
+    """ONNX needs every value written once; netbrew and Caffe2 nets write blobs in place.
+
+    The last write of a blob keeps its name (so outputs keep theirs); earlier writes are
+    renamed `<blob>__<k>` and their readers follow. Returns the net and the renames
+    (new name -> original blob).
+    """
+    writes: dict[str, int] = {}
+    for op in net.op:
+        for out in op.output:
+            writes[out] = writes.get(out, 0) + 1
+    if all(n == 1 for n in writes.values()):
+        return net, {}
+    out_net = NetDef()
+    out_net.CopyFrom(net)
+    seen: dict[str, int] = {}
+    current: dict[str, str] = {}
+    renames: dict[str, str] = {}
+    for op in out_net.op:
+        for i, name in enumerate(op.input):
+            op.input[i] = current.get(name, name)
+        for i, name in enumerate(op.output):
+            if not name:
+                continue
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] < writes[name]:
+                fresh = f"{name}__{seen[name]}"
+                renames[fresh] = name
+                op.output[i] = fresh
+                current[name] = fresh
+            else:
+                current.pop(name, None)
+    return out_net, renames
+
+
 def _value_info(name: str, value: np.ndarray, dynamic_batch: bool) -> onnx.ValueInfoProto:
     shape: list[Any] = list(value.shape)
     if dynamic_batch and shape:
@@ -174,7 +210,7 @@ def export(
     Raises:
         UnsupportedConversion: listing every op that cannot be exported.
     """
-    net = _netdef(predict_net)
+    net, renames = to_ssa(_netdef(predict_net))
     ws = Workspace()
     if init_net is not None:
         ws.run_net_once(_netdef(init_net))
@@ -206,6 +242,8 @@ def export(
         for d in sorted(domains)
     ]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="netbrew")
+    if renames:  # the name map, for the values ONNX's single assignment forced apart
+        helper.set_model_props(model, {"netbrew.renamed": json.dumps(renames, sort_keys=True)})
     model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
     if opset is not None and opset < newest:
         model = version_converter.convert_version(model, opset)
