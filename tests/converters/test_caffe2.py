@@ -281,3 +281,38 @@ def test_cli_on_caffe2_files(squeezenet, tmp_path, capsys):
     out = tmp_path / "sq.onnx"
     assert main(["convert", *args, "-o", str(out), "--input", "data=1x3x224x224"]) == 0
     assert out.exists()
+
+
+def test_lrn_conv_transpose_adj_and_log_softmax():
+    x = RNG.normal(size=(1, 5, 3, 3)).astype(np.float32)
+    w = RNG.normal(size=(5, 2, 2, 2)).astype(np.float32)  # NCHW ConvTranspose: [C, M, kH, kW]
+
+    def build(net):
+        legacy_op(net, "LRN", ["x"], ["l", "scale"], size=3, alpha=0.3, beta=0.75, bias=2.0)
+        legacy_op(net, "ConvTranspose", ["x", "w"], ["ct"], kernel=2, stride=2, adj=1)
+        legacy_op(net, "LogSoftmax", ["x"], ["ls"], axis=2)
+
+    lrn, ct, ls = run_legacy(build, {"x": x, "w": w}, ["l", "ct", "ls"])
+    sq = np.pad(x**2, ((0, 0), (1, 1), (0, 0), (0, 0)))
+    window = sq[:, :-2] + sq[:, 1:-1] + sq[:, 2:]
+    np.testing.assert_allclose(lrn, x / (2.0 + 0.3 / 3 * window) ** 0.75, rtol=1e-5)
+    assert ct.shape == (1, 2, 7, 7)  # (3 - 1) * 2 + 2 + adj 1
+    ref = np.einsum("nchw,cmij->nmhiwj", x, w).reshape(1, 2, 6, 6)
+    np.testing.assert_allclose(ct[:, :, :6, :6], ref, rtol=1e-4, atol=1e-5)
+    rows = x.reshape(1 * 5, 9)
+    ref_ls = rows - np.log(np.exp(rows).sum(1, keepdims=True))
+    np.testing.assert_allclose(ls, ref_ls.reshape(x.shape), rtol=1e-5, atol=1e-6)
+
+
+def test_text_format_files_load(tmp_path):
+    from google.protobuf import text_format
+
+    net = NetDef(name="t")
+    legacy_op(net, "Softmax", ["x"], ["y"])
+    net.external_input.append("x")
+    (tmp_path / "predict_net.pbtxt").write_text(text_format.MessageToString(net))
+    (tmp_path / "init_net.pbtxt").write_text('name: "init"')
+    init, predict = caffe2.load(tmp_path / "init_net.pbtxt", tmp_path / "predict_net.pbtxt")
+    x = RNG.normal(size=(2, 3)).astype(np.float32)
+    y = Predictor(init, predict).run({"x": x})["y"]
+    np.testing.assert_allclose(y.sum(axis=1), 1, rtol=1e-6)
