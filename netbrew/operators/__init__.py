@@ -28,6 +28,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     expand_tile,
     file_io,
     fillers,
+    fused,
     generators,
     grid_sample,
     image_decoder,

@@ -114,3 +114,5 @@ for _op, _why in {
     "SoftmaxWithLoss": "a training loss (export the Softmax branch instead)",
 }.items():
     not_exportable(_op, f"{_op} is {_why}, not part of an inference model")
+
+from netbrew.converters.onnx import fused_to_onnx  # noqa: E402, F401  (registers ConvRelu...)

@@ -1,0 +1,55 @@
+"""ONNX export of the fused ops (ConvRelu, GemmRelu, FCRelu): the base op, then a Relu.
+
+Imported at the end of netbrew.converters.onnx.to_onnx (netbrew.operators.fused cannot
+import the converter registry itself without an import cycle).
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper
+
+from netbrew.converters.onnx.to_onnx import Converted, fc_to_onnx, to_onnx
+from netbrew.netdef.args import args_dict
+from netbrew.proto.netbrew_pb2 import OperatorDef
+
+
+def _pre_relu(op: OperatorDef) -> tuple[OperatorDef, str]:
+    """The op as its base type, writing `<Y>__prerelu`; returns it and that name."""
+    base = OperatorDef()
+    base.CopyFrom(op)
+    base.type = op.type.removesuffix("Relu")
+    pre = f"{op.output[0]}__prerelu"
+    base.output[0] = pre
+    return base, pre
+
+
+def _relu(op: OperatorDef, pre: str) -> onnx.NodeProto:
+    return helper.make_node("Relu", [pre], [op.output[0]], name=f"{op.output[0]}__relu")
+
+
+@to_onnx("ConvRelu")
+def conv_relu_to_onnx(op: OperatorDef) -> Converted:
+    """ConvRelu(X, W, B) -> Relu(Conv(X, W, B))."""
+    base, pre = _pre_relu(op)
+    conv = helper.make_node("Conv", list(base.input), [pre], name=op.name or None)
+    conv.attribute.extend(helper.make_attribute(k, v) for k, v in args_dict(op.arg).items())
+    return Converted([conv, _relu(op, pre)])
+
+
+@to_onnx("GemmRelu")
+def gemm_relu_to_onnx(op: OperatorDef) -> Converted:
+    """GemmRelu(A, B, C) -> Relu(Gemm(A, B, C))."""
+    base, pre = _pre_relu(op)
+    gemm = helper.make_node("Gemm", list(base.input), [pre], name=op.name or None)
+    gemm.attribute.extend(helper.make_attribute(k, v) for k, v in args_dict(op.arg).items())
+    return Converted([gemm, _relu(op, pre)])
+
+
+@to_onnx("FCRelu")
+def fc_relu_to_onnx(op: OperatorDef) -> Converted:
+    """FCRelu(X, W, b) -> Relu(Gemm(Flatten(X), W, b, transB=1)), as FC exports."""
+    base, pre = _pre_relu(op)
+    converted = fc_to_onnx(base)
+    converted.nodes.append(_relu(op, pre))
+    return converted

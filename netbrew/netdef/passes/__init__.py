@@ -1,0 +1,56 @@
+"""Graph passes, each a function NetDef -> new NetDef that leaves its input unchanged.
+
+`optimize(net, level)` applies the inference-safe ones in order.
+"""
+
+from __future__ import annotations
+
+from netbrew.netdef.passes.constant_folding import fold_constants
+from netbrew.netdef.passes.cse import eliminate_common_subexpressions
+from netbrew.netdef.passes.dead_code import eliminate_dead_code
+from netbrew.netdef.passes.fold_batchnorm import fold_batch_norm
+from netbrew.netdef.passes.fusion import fuse_activation
+from netbrew.proto.netbrew_pb2 import NetDef
+
+
+def optimize(net: NetDef, level: int = 1, params: dict | None = None):
+    """Applies the inference passes: level 0 none; 1 dead code, constant folding and
+    common subexpressions; 2 also BatchNormalization folding and Relu fusion.
+
+    Args:
+        net: the NetDef (or Net); not modified.
+        level: 0, 1 or 2.
+        params: parameter values; constant folding treats them as constants, and BN
+            folding rewrites them.
+
+    Returns:
+        The new NetDef, or (new NetDef, new params) when `params` is given.
+    """
+    out = net.proto() if hasattr(net, "proto") else net
+    new_params = dict(params or {})
+    if level >= 2:
+        out, new_params = fold_batch_norm(out, new_params)
+        out = fuse_activation(out)
+    if level >= 1:
+        out = fold_constants(out, new_params or None)
+        out = eliminate_common_subexpressions(out)
+        out = eliminate_dead_code(out)
+    if level == 0:
+        out = _copy(out)
+    return (out, new_params) if params is not None else out
+
+
+def _copy(net: NetDef) -> NetDef:
+    out = NetDef()
+    out.CopyFrom(net)
+    return out
+
+
+__all__ = [
+    "eliminate_common_subexpressions",
+    "eliminate_dead_code",
+    "fold_batch_norm",
+    "fold_constants",
+    "fuse_activation",
+    "optimize",
+]

@@ -1,0 +1,125 @@
+"""BatchNormalization folding: an inference BN after Conv, Gemm or FC goes into its weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from netbrew.netdef.args import args_dict, set_args
+from netbrew.netdef.passes._graph import can_write_early, copy_net, readers, sole_reader
+from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
+
+FOLDABLE = ("Conv", "Gemm", "FC")
+
+
+def _bn_factors(bn: OperatorDef, params: dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """(s, t) with BN(y) = s * y + t per channel, or None when BN is not foldable."""
+    args = args_dict(bn.arg)
+    if args.get("training_mode", 0) or any(bn.output[1:]) or len(bn.input) != 5:
+        return None
+    if not all(b in params for b in bn.input[1:]):
+        return None
+    scale, bias, mean, var = (np.asarray(params[b], np.float64) for b in bn.input[1:])
+    s = scale / np.sqrt(var + args.get("epsilon", 1e-5))
+    return s, bias - s * mean
+
+
+def _fold(op: OperatorDef, s: np.ndarray, t: np.ndarray, params: dict):
+    """New (weight, bias, extra args) of `op` with the BN folded in, or None."""
+    args = args_dict(op.arg)
+    w = np.asarray(params[op.input[1]])
+    b = params.get(op.input[2]) if len(op.input) > 2 and op.input[2] else None
+    if len(op.input) > 2 and op.input[2] and b is None:
+        return None
+    b = np.zeros(s.shape) if b is None else np.asarray(b, np.float64)
+    w64 = w.astype(np.float64)
+    extra: dict[str, Any] = {}
+    if op.type == "Conv":
+        if w.shape[0] != s.size or b.size != s.size:
+            return None
+        w64 = w64 * s.reshape((-1,) + (1,) * (w.ndim - 1))
+        b = s * b.reshape(-1) + t
+    elif op.type == "FC":
+        if args.get("axis", 1) != 1 or w.size % s.size or b.size != s.size:
+            return None
+        w64 = (w64.reshape(s.size, -1) * s[:, None]).reshape(w.shape)
+        b = s * b.reshape(-1) + t
+    else:  # Gemm: Y = alpha * A' @ B' + beta * C, output channels are B's columns
+        trans_b = args.get("transB", 0)
+        if w.ndim != 2 or w.shape[0 if trans_b else 1] != s.size or b.size not in (1, s.size):
+            return None
+        w64 = w64 * (s[:, None] if trans_b else s[None, :])
+        b = s * (args.get("beta", 1.0) * np.broadcast_to(b.reshape(-1), s.shape)) + t
+        extra["beta"] = 1.0
+    return w64.astype(w.dtype), b.astype(w.dtype), extra
+
+
+def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
+    """Folds each inference BatchNormalization into the Conv, Gemm or FC before it.
+
+    BN(y) = s * y + t with s = scale / sqrt(var + epsilon) and t = B - s * mean, per
+    output channel, so `W' = s * W` (per output channel) and `b' = s * b + t`. A BN folds
+    when training_mode=0, its X is written by a Conv, Gemm or FC that it alone reads (and
+    that is not a net output), and the weights, bias and BN statistics are all in `params`.
+    The op then writes the BN's output and the BN disappears.
+
+    Args:
+        net: the NetDef; not modified.
+        params: blob name -> value of the parameters.
+
+    Returns:
+        (new_net, new_params): the new weights are named `<w>_bnfolded` and `<b>_bnfolded`
+        (`<w>_bnfolded_bias` when the op had no bias); parameters no longer read are left
+        out of new_params and of the net's external inputs.
+    """
+    used, live_out = readers(net)
+    new_params = dict(params)
+    replaced: dict[int, OperatorDef] = {}
+    dropped: set[int] = set()
+    added: list[str] = []
+    for i, op in enumerate(net.op):
+        if op.type not in FOLDABLE or len(op.input) < 2 or op.input[1] not in params:
+            continue
+        j = sole_reader(net, used, live_out, i)
+        if j is None or net.op[j].type != "BatchNormalization":
+            continue
+        bn = net.op[j]
+        factors = _bn_factors(bn, params)
+        if bn.input[0] != op.output[0] or factors is None:
+            continue
+        if not can_write_early(net, i, j, bn.output[0]):
+            continue
+        folded = _fold(op, *factors, params)
+        if folded is None:
+            continue
+        w, b, extra = folded
+        w_name = f"{op.input[1]}_bnfolded"
+        has_bias = len(op.input) > 2 and op.input[2]
+        b_name = f"{op.input[2]}_bnfolded" if has_bias else f"{op.input[1]}_bnfolded_bias"
+        new = OperatorDef()
+        new.CopyFrom(op)
+        new.input[1] = w_name
+        if has_bias:
+            new.input[2] = b_name
+        else:
+            del new.input[2:]
+            new.input.append(b_name)
+        new.output[0] = bn.output[0]
+        for arg in [a for a in new.arg if a.name in extra]:
+            new.arg.remove(arg)
+        set_args(new, extra)
+        new_params[w_name], new_params[b_name] = w, b
+        if op.input[1] in net.external_input:
+            added += [w_name, b_name]
+        replaced[i] = new
+        dropped.add(j)
+    ops = [replaced.get(i, op) for i, op in enumerate(net.op) if i not in dropped]
+    out = copy_net(net, ops)
+    read = {b for op in ops for b in [*op.input, *op.control_input]}
+    gone = {b for op in net.op for b in op.input if b in params} - read
+    del out.external_input[:]
+    out.external_input.extend(
+        [b for b in net.external_input if b not in gone or b in net.external_output] + added
+    )
+    return out, {k: v for k, v in new_params.items() if k not in gone}
