@@ -1,4 +1,4 @@
-"""The `netbrew` command: demo, info, run."""
+"""The `netbrew` command: demo, info, run, convert, bench."""
 
 from __future__ import annotations
 
@@ -137,6 +137,67 @@ def cmd_convert(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _random_feed(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    if np.issubdtype(dtype, np.floating):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    return rng.integers(0, 2, shape).astype(dtype)
+
+
+def cmd_bench(ns: argparse.Namespace) -> int:
+    """Runs a model on random inputs and prints the per-op-type profile."""
+    from netbrew.executor import Workspace
+    from netbrew.executor.predictor import refuse_file_ops
+    from netbrew.netdef.tensor import dtype_of
+
+    if Path(ns.model).suffix.lower() == ".onnx":
+        from netbrew.converters import onnx as nb_onnx
+
+        init_net, net = nb_onnx.import_model(Path(ns.model))
+    else:
+        init_net, net = resolve_model(ns.model, ns.init)
+    if ns.iters < 1:
+        raise NetbrewError(f"--iters must be at least 1, got {ns.iters}")
+    ws = Workspace()
+    if init_net is not None:
+        refuse_file_ops(init_net, "bench")
+        ws.run_net_once(init_net)
+    refuse_file_ops(net, "bench")
+    shapes = dict(_parse_shape(i) for i in ns.input)
+    unknown = [n for n in shapes if n not in net.external_input]
+    if unknown:
+        raise NetbrewError(
+            f"--input {unknown[0]!r}: not an input of the net; its inputs are: "
+            f"{', '.join(b for b in net.external_input if not ws.has_blob(b)) or 'none'}"
+        )
+    info = {v.name: v for v in net.value_info}
+    rng = np.random.default_rng(0)
+    fed = []
+    for name in net.external_input:
+        if name in shapes:
+            shape = shapes[name]
+        elif ws.has_blob(name):
+            continue
+        elif name in info and not info[name].unknown_shape:
+            unknown_dims = set(info[name].unknown_dims)
+            shape = tuple(1 if i in unknown_dims else d for i, d in enumerate(info[name].dims))
+        else:
+            raise NetbrewError(f"input {name!r} has no known shape; give --input {name}=DxDxD")
+        vi = info.get(name)
+        dtype = np.dtype(dtype_of(vi.data_type)) if vi is not None else np.dtype(np.float32)
+        ws.feed_blob(name, _random_feed(shape, dtype, rng))
+        fed.append(f"{name}={'x'.join(map(str, shape))}")
+    ws.create_net(net)
+    ws.run_net(net.name)  # warm-up, not profiled
+    print(
+        f"net {net.name or '<unnamed>'}: {len(net.op)} ops, {ns.iters} runs, "
+        f"random inputs {', '.join(fed) or 'none'}"
+    )
+    ws.run_net(net.name, num_iter=ns.iters, profile=True)
+    return 0
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
     from netbrew.demo import main as demo_main
 
@@ -167,6 +228,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeat)")
     run.add_argument("-o", "--output", default=".", help="folder for the output .npy files")
     run.set_defaults(func=cmd_run)
+    bench = sub.add_parser("bench", help="time a model's ops on random inputs")
+    bench.add_argument("model", help="model folder, predict_net .pb/.pbtxt, or .onnx file")
+    bench.add_argument("--init", help="init_net file")
+    bench.add_argument(
+        "--input", action="append", default=[], help="NAME=1x3x224x224 (default: value_info)"
+    )
+    bench.add_argument("--iters", type=int, default=10, help="profiled runs (default 10)")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 

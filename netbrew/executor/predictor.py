@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.errors import FeedError, SchemaError
+from netbrew.errors import BlobNotFoundError, FeedError, SchemaError
 from netbrew.executor.workspace import Workspace, _netdef
 from netbrew.netdef.tensor import dtype_of
 from netbrew.proto.netbrew_pb2 import NetDef, TensorShape
@@ -32,12 +32,20 @@ class Predictor:
         init_net: the net that fills parameters (Net, NetDef, or None).
         predict_net: the inference net.
         allow_file_ops: permit Save/Load ops in either net.
+        optimize: apply the inference-safe graph passes (netbrew.netdef.passes) first.
 
     Feeds are checked: a missing or unexpected input, or one whose dtype or rank differs
     from the net's value_info, raises FeedError naming the blob.
     """
 
-    def __init__(self, init_net: Any, predict_net: Any, *, allow_file_ops: bool = False) -> None:
+    def __init__(
+        self,
+        init_net: Any,
+        predict_net: Any,
+        *,
+        allow_file_ops: bool = False,
+        optimize: bool = True,
+    ) -> None:
         self.predict_net = _netdef(predict_net)
         init = _netdef(init_net) if init_net is not None else NetDef(name="init")
         if not allow_file_ops:
@@ -45,6 +53,8 @@ class Predictor:
             refuse_file_ops(self.predict_net, "Predictor")
         self.workspace = Workspace()
         self.workspace.run_net_once(init)
+        if optimize:
+            self.predict_net = self._optimized(self.predict_net)
         params = set(self.workspace.blobs())
         self.input_names = [b for b in self.predict_net.external_input if b not in params]
         self.external_inputs = set(self.predict_net.external_input)
@@ -53,6 +63,26 @@ class Predictor:
         )
         self.value_info: dict[str, TensorShape] = {v.name: v for v in self.predict_net.value_info}
         self.workspace.create_net(self.predict_net)
+        self._runtime = self.workspace.get_net(self.predict_net.name)
+        self._params = {n: self.workspace.fetch_blob(n) for n in self.workspace.blobs()}
+
+    def _optimized(self, net: NetDef) -> NetDef:
+        """The inference-safe passes: BatchNormalization folding and Relu fusion (which
+        rewrite parameters), then constant folding, CSE and dead-code elimination. Only
+        Constant ops count as constants: a blob the init net fills may still be fed."""
+        from netbrew.netdef.passes import fold_batch_norm, fuse_activation
+        from netbrew.netdef.passes import optimize as run_passes
+
+        if not net.external_output and net.op:  # the outputs dead-code elimination keeps
+            copy = NetDef()
+            copy.CopyFrom(net)
+            copy.external_output.extend(o for o in net.op[-1].output if o)
+            net = copy
+        params = {b: self.workspace.fetch_blob(b) for b in self.workspace.blobs()}
+        net, params = fold_batch_norm(net, params)
+        for name, value in params.items():
+            self.workspace.feed_blob(name, value)
+        return run_passes(fuse_activation(net), level=1)
 
     def check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The feeds as arrays, after checking names, dtypes and ranks."""
@@ -99,9 +129,18 @@ class Predictor:
         return f" (expected {dtype_of(info.data_type)}[{', '.join(dims)}])"
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Runs the net on `feeds` (input name -> array); returns output name -> array."""
-        ws = self.workspace
-        for name, array in self.check_feeds(feeds).items():
-            ws.feed_blob(name, array)
-        ws.run_net(self.predict_net.name)
-        return {name: ws.fetch_blob(name) for name in self.output_names}
+        """Runs the net on `feeds` (input name -> array); returns output name -> array.
+
+        Thread-safe: each call runs on its own blob dict, a shallow copy of the parameters
+        the init net made, so calls from several threads neither see nor overwrite each
+        other's feeds and activations, and the shared workspace is never written.
+        """
+        blobs = dict(self._params)
+        blobs.update(self.check_feeds(feeds))
+        self._runtime.run(blobs)
+        missing = [n for n in self.output_names if n not in blobs]
+        if missing:
+            raise BlobNotFoundError(
+                f"output {missing[0]!r} was not produced by net {self.predict_net.name!r}"
+            )
+        return {name: blobs[name] for name in self.output_names}

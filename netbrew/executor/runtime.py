@@ -1,4 +1,8 @@
-"""Net runtimes, chosen by NetDef.type. `simple` runs the ops in order."""
+"""Net runtimes, chosen by NetDef.type. `simple` runs the ops in order; `dag` (alias
+`parallel`) runs independent ops on a thread pool (see dag.py).
+
+A runtime's `run(blobs, profile=None)` runs every op against `blobs`; with a Profile
+(profiler.py) it times each op through `profile.time(op, blobs)`."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 
 from netbrew.errors import SchemaError
 from netbrew.executor.compiled import CompiledOp, compile_op
+from netbrew.executor.dag import DagNet
 from netbrew.operators.registry import Registry
 from netbrew.proto.netbrew_pb2 import NetDef
 
@@ -22,15 +27,23 @@ class SimpleNet:
     def name(self) -> str:
         return self.net.name
 
-    def run(self, blobs: MutableMapping[str, Any]) -> None:
-        for op in self.ops:
-            op.run(blobs)
+    def run(self, blobs: MutableMapping[str, Any], profile: Any = None) -> None:
+        if profile is None:
+            for op in self.ops:
+                op.run(blobs)
+        else:
+            for op in self.ops:
+                profile.time(op, blobs)
 
 
 RUNTIMES: Registry[str, Callable[[NetDef, list[CompiledOp]], Any]] = Registry("net runtime")
 RUNTIMES.add("simple", SimpleNet)
-# Caffe2's asynchronous runtimes give the same results run in order.
-for _alias in ("async_simple", "async_scheduling", "async_dag", "prof_dag"):
+RUNTIMES.add("dag", DagNet)
+# Caffe2's other runtime names: the ones that schedule by dependencies map to dag, the
+# rest give the same results run in order.
+for _alias in ("parallel", "async_dag", "async_scheduling"):
+    RUNTIMES.add(_alias, DagNet)
+for _alias in ("async_simple", "prof_dag"):
     RUNTIMES.add(_alias, SimpleNet)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from netbrew.errors import BlobNotFoundError, SchemaError, suggest
 from netbrew.executor.compiled import compile_op
+from netbrew.executor.profiler import Profile
 from netbrew.executor.runtime import create_runtime
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
 
@@ -82,17 +83,39 @@ class Workspace:
         self._nets[proto.name] = create_runtime(proto)
         return proto.name
 
-    def run_net(self, name: Any, num_iter: int = 1) -> None:
-        """Runs a created net `num_iter` times. Accepts the name, a Net or a NetDef."""
+    def run_net(self, name: Any, num_iter: int = 1, profile: bool = False) -> Profile | None:
+        """Runs a created net `num_iter` times. Accepts the name, a Net or a NetDef.
+
+        Args:
+            name: the net's name, or the Net or NetDef.
+            num_iter: how many times to run it.
+            profile: time every op; prints the per-op-type table and returns it.
+
+        Returns:
+            With profile=True, the Profile (rows per op type, calls, ms, share, GFLOP/s);
+            else None.
+        """
+        runtime = self.get_net(name)
+        if not profile:
+            for _ in range(num_iter):
+                runtime.run(self._blobs)
+            return None
+        result = Profile()
+        for _ in range(num_iter):
+            runtime.run(self._blobs, profile=result)
+            result.iterations += 1
+        print(result.table())
+        return result
+
+    def get_net(self, name: Any) -> Any:
+        """The created runtime of a net (by name, Net or NetDef)."""
         key = name if isinstance(name, str) else _netdef(name).name
         if key not in self._nets:
             raise SchemaError(
                 f"net {key!r} has not been created.{suggest(key, self._nets)} "
                 "Call create_net first."
             )
-        runtime = self._nets[key]
-        for _ in range(num_iter):
-            runtime.run(self._blobs)
+        return self._nets[key]
 
     def run_net_once(self, net: Any) -> None:
         """Creates, runs and forgets `net`."""

@@ -67,3 +67,26 @@ def test_file_ops_are_refused():
     net.proto().op.add(type="Save", input=["out"])
     with pytest.raises(Exception, match=r"contains Save.*allow_file_ops=True"):
         Predictor(init, net)
+
+
+def test_inference_passes_are_on_by_default_and_can_be_turned_off():
+    from netbrew import brew
+    from netbrew.brew import ModelHelper
+
+    model = ModelHelper("cbr", seed=0)
+    c = brew.conv(model, "data", "conv", 2, 4, kernel=3, pad=1)
+    b = brew.spatial_bn(model, c, "bn", 4, is_test=True)
+    brew.relu(model, b, "out")
+    model.net.add_external_output("out")
+    model.net.add_external_input("data")
+    init = model.param_init_net.proto()
+    stats = init.op.add(type="ConstantFill", output=["bn_rv"])
+    stats.arg.add(name="shape", ints=[4])
+    stats.arg.add(name="value", f=2.5)
+    x = np.random.default_rng(0).normal(size=(2, 2, 5, 5)).astype(np.float32)
+    fast = Predictor(init, model.net)
+    plain = Predictor(init, model.net, optimize=False)
+    assert [op.type for op in fast.predict_net.op] == ["ConvRelu"]
+    assert [op.type for op in plain.predict_net.op] == ["Conv", "BatchNormalization", "Relu"]
+    np.testing.assert_allclose(fast.run({"data": x})["out"], plain.run({"data": x})["out"],
+                               rtol=1e-5, atol=1e-5)  # fmt: skip

@@ -1,0 +1,76 @@
+"""`netbrew bench`: random inputs, per-op-type profile table."""
+
+import numpy as np
+import pytest
+
+from netbrew.cli import main
+from netbrew.netdef import save_net
+from netbrew.proto.netbrew_pb2 import TensorProto, TensorShape
+from tests.test_cli import build
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    init, net = build()
+    save_net(init, tmp_path / "model" / "init_net.pb")
+    save_net(net, tmp_path / "model" / "predict_net.pb")
+    return tmp_path / "model"
+
+
+def table_ops(text: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("Conv", "Relu", "MaxPool", "FC", "Softmax", "Gemm", "MatMul"):
+            rows[parts[0]] = parts
+    return rows
+
+
+def test_bench_model_folder(model_dir, capsys):
+    assert main(["bench", str(model_dir), "--input", "data=2x1x6x6", "--iters", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "net demo: 5 ops, 3 runs, random inputs data=2x1x6x6" in out
+    assert "GFLOP/s" in out
+    rows = table_ops(out)
+    assert set(rows) == {"Conv", "Relu", "MaxPool", "FC", "Softmax"}
+    assert rows["Conv"][1] == "3" and float(rows["Conv"][4]) > 0
+    assert rows["Relu"][4] == "-"
+
+
+def test_bench_uses_value_info_and_reports_missing_shape(tmp_path, capsys):
+    init, net = build()
+    save_net(init, tmp_path / "init.pb")
+    save_net(net, tmp_path / "predict.pb")
+    assert main(["bench", str(tmp_path / "predict.pb"), "--init", str(tmp_path / "init.pb")]) == 1
+    assert "input 'data' has no known shape; give --input data=DxDxD" in capsys.readouterr().err
+    net.proto().value_info.append(
+        TensorShape(name="data", dims=[-1, 1, 6, 6], unknown_dims=[0], data_type=TensorProto.FLOAT)
+    )
+    save_net(net, tmp_path / "predict.pb")
+    args = ["bench", str(tmp_path / "predict.pb"), "--init", str(tmp_path / "init.pb")]
+    assert main([*args, "--iters", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "random inputs data=1x1x6x6" in out and table_ops(out)["FC"][1] == "2"
+    assert main([*args, "--input", "label=3"]) == 1
+    assert "--input 'label': not an input of the net" in capsys.readouterr().err
+
+
+def test_bench_onnx_file(tmp_path, capsys):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", T.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("z", T.FLOAT, ["n", 3])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    assert main(["bench", str(path), "--input", "x=8x4", "--iters", "2"]) == 0
+    rows = table_ops(capsys.readouterr().out)
+    assert rows["MatMul"][1] == "2" and float(rows["MatMul"][4]) > 0
