@@ -25,6 +25,26 @@ def refuse_file_ops(net: NetDef, who: str) -> None:
         )
 
 
+def optimize_for_inference(net: NetDef, workspace: Workspace) -> NetDef:
+    """The inference-safe passes for a net whose parameters are in `workspace`:
+    BatchNormalization folding and Relu fusion (which rewrite parameters in the
+    workspace), then constant folding, CSE and dead-code elimination. Only Constant ops
+    count as constants: a blob the init net fills may still be fed."""
+    from netbrew.netdef.passes import fold_batch_norm, fuse_activation
+    from netbrew.netdef.passes import optimize as run_passes
+
+    if not net.external_output and net.op:  # the outputs dead-code elimination keeps
+        copy = NetDef()
+        copy.CopyFrom(net)
+        copy.external_output.extend(o for o in net.op[-1].output if o)
+        net = copy
+    params = {b: workspace.fetch_blob(b) for b in workspace.blobs()}
+    net, params = fold_batch_norm(net, params)
+    for name, value in params.items():
+        workspace.feed_blob(name, value)
+    return run_passes(fuse_activation(net), level=1)
+
+
 class Predictor:
     """Runs `init_net` once, then `run(feeds)` runs `predict_net` and returns its outputs.
 
@@ -54,7 +74,7 @@ class Predictor:
         self.workspace = Workspace()
         self.workspace.run_net_once(init)
         if optimize:
-            self.predict_net = self._optimized(self.predict_net)
+            self.predict_net = optimize_for_inference(self.predict_net, self.workspace)
         params = set(self.workspace.blobs())
         self.input_names = [b for b in self.predict_net.external_input if b not in params]
         self.external_inputs = set(self.predict_net.external_input)
@@ -65,24 +85,6 @@ class Predictor:
         self.workspace.create_net(self.predict_net)
         self._runtime = self.workspace.get_net(self.predict_net.name)
         self._params = {n: self.workspace.fetch_blob(n) for n in self.workspace.blobs()}
-
-    def _optimized(self, net: NetDef) -> NetDef:
-        """The inference-safe passes: BatchNormalization folding and Relu fusion (which
-        rewrite parameters), then constant folding, CSE and dead-code elimination. Only
-        Constant ops count as constants: a blob the init net fills may still be fed."""
-        from netbrew.netdef.passes import fold_batch_norm, fuse_activation
-        from netbrew.netdef.passes import optimize as run_passes
-
-        if not net.external_output and net.op:  # the outputs dead-code elimination keeps
-            copy = NetDef()
-            copy.CopyFrom(net)
-            copy.external_output.extend(o for o in net.op[-1].output if o)
-            net = copy
-        params = {b: self.workspace.fetch_blob(b) for b in self.workspace.blobs()}
-        net, params = fold_batch_norm(net, params)
-        for name, value in params.items():
-            self.workspace.feed_blob(name, value)
-        return run_passes(fuse_activation(net), level=1)
 
     def check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The feeds as arrays, after checking names, dtypes and ranks."""

@@ -16,15 +16,18 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from netbrew.converters.onnx.importer import import_model, node_to_op
 from netbrew.executor import Workspace
+from netbrew.executor.predictor import optimize_for_inference
 from netbrew.executor.runtime import create_runtime
 
 
 class NetbrewRep(BackendRep):
     """A prepared model: its init net already run, its predict net created."""
 
-    def __init__(self, init_net, predict_net) -> None:
+    def __init__(self, init_net, predict_net, optimize: bool = True) -> None:
         self.workspace = Workspace()
         self.workspace.run_net_once(init_net)
+        if optimize:  # the same graph passes a Predictor applies
+            predict_net = optimize_for_inference(predict_net, self.workspace)
         params = set(self.workspace.blobs())
         self.input_names = [b for b in predict_net.external_input if b not in params]
         self.output_names = list(predict_net.external_output)
