@@ -86,14 +86,14 @@ def batch_normalization_cpu(
     xf = x.astype(acc, copy=False)
     mean = input_mean.reshape(pshape).astype(acc)
     var = input_var.reshape(pshape).astype(acc)
-    if training_mode:
-        axes = tuple(i for i in range(x.ndim) if i != 1)
-        mean = xf.mean(axis=axes).reshape(pshape)
-        var = xf.var(axis=axes).reshape(pshape)  # biased, as ONNX's reference
+    if not training_mode:
+        y = _normalize_inference(xf, scale, b, mean, var, epsilon)
+        return y.astype(x.dtype, copy=False), input_mean, input_var
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    mean = xf.mean(axis=axes).reshape(pshape)
+    var = xf.var(axis=axes).reshape(pshape)  # biased, as ONNX's reference
     inv = scale.reshape(pshape).astype(acc) / np.sqrt(var + epsilon)
     y = ((xf - mean) * inv + b.reshape(pshape).astype(acc)).astype(x.dtype, copy=False)
-    if not training_mode:
-        return y, input_mean, input_var
     running_mean = input_mean * momentum + mean.reshape(input_mean.shape) * (1 - momentum)
     running_var = input_var * momentum + var.reshape(input_var.shape) * (1 - momentum)
     return (
@@ -101,6 +101,15 @@ def batch_normalization_cpu(
         running_mean.astype(input_mean.dtype, copy=False),
         running_var.astype(input_var.dtype, copy=False),
     )
+
+
+def _normalize_inference(xf, scale, b, mean, var, epsilon) -> np.ndarray:
+    """Y = X * a + (B - mean * a), a = scale / sqrt(var + epsilon): the per-channel affine
+    map folded first, so X is read once and Y is the only full-size array allocated."""
+    a = scale.reshape(mean.shape).astype(mean.dtype) / np.sqrt(var + epsilon)
+    y = np.multiply(xf, a)
+    y += b.reshape(mean.shape).astype(mean.dtype) - mean * a
+    return y
 
 
 def _check_unidirectional(name: str, p: np.ndarray, x: np.ndarray) -> None:

@@ -8,12 +8,17 @@ A window along an axis covers span = (kernel - 1) * dilation + 1 input pixels.
 im2col (Conv's columns) copies a strided view of the windows once; on small images, where
 numpy would spend its time on many short rows, it is a GEMM with a cached 0/1 selection
 matrix instead. Their adjoints (col2im, ...) live in window_grad.py.
+
+The padded input and the columns are scratch: a kernel consumes them before it returns, so
+each thread reuses one buffer per purpose instead of allocating (and page-faulting in) a
+fresh array per call.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -163,9 +168,31 @@ def _make_window(in_shape, kernel, strides, dilations, pads, auto_pad, ceil_mode
     return Window(kernel, strides, dilations, tuple(begin), tuple(end), tuple(out))
 
 
+_SCRATCH = threading.local()
+_SCRATCH_MAX = 1 << 26  # bytes: larger temporaries are allocated per call, not kept
+
+
+def scratch(tag: str, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised array of `shape` backed by this thread's reusable `tag` buffer.
+
+    Valid until the next `scratch(tag, ...)` call on the same thread, so only for
+    temporaries a kernel consumes before it returns (never for its outputs).
+    """
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > _SCRATCH_MAX:
+        return np.empty(shape, dtype)
+    buffers = _SCRATCH.__dict__
+    buf = buffers.get(tag)
+    if buf is None or buf.size < nbytes:
+        buf = buffers[tag] = np.empty(max(nbytes, 1 << 16), np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
 def pad_to_windows(x: np.ndarray, win: Window, value: float = 0) -> np.ndarray:
     """`x` padded with `value` (or cropped) so its trailing axes hold exactly the windows of
-    `win`; returned as is when nothing changes. A negative `win.begin` crops the start."""
+    `win`; returned as is when nothing changes. A negative `win.begin` crops the start.
+    A padded result is scratch (see `scratch`): read it before the next call."""
     n = len(win.kernel)
     sizes = x.shape[-n:]
     ends = [
@@ -177,9 +204,10 @@ def pad_to_windows(x: np.ndarray, win: Window, value: float = 0) -> np.ndarray:
     begin, ends = [max(b, 0) for b in win.begin], [max(e, 0) for e in ends]
     if not any(begin) and not any(ends):
         return x
-    # zeros + one slice assignment: several times faster than np.pad on small arrays
+    # fill + one slice assignment: several times faster than np.pad on small arrays
     shape = x.shape[:-n] + tuple(i + b + e for i, b, e in zip(x.shape[-n:], begin, ends))
-    out = np.full(shape, value, dtype=x.dtype) if value else np.zeros(shape, dtype=x.dtype)
+    out = scratch("pad", shape, x.dtype)
+    out.fill(value)
     out[(..., *(slice(b, b + i) for b, i in zip(begin, x.shape[-n:])))] = x
     return out
 
@@ -243,18 +271,23 @@ def selection(in_shape: tuple[int, ...], win: Window, dtype: np.dtype) -> np.nda
 def im2col(x: np.ndarray, win: Window, group: int) -> np.ndarray:
     """The windows of `x` (N, C, D1..Dn) copied once into GEMM columns (N, group,
     C/group * K, O1*...*On), rows ordered (channel, k1, ..., kn) to match W reshaped to
-    (group, M/group, -1). A 1x1 kernel with stride 1 and no padding needs no copy."""
+    (group, M/group, -1). A 1x1 kernel with stride 1 and no padding needs no copy.
+    The columns are scratch (see `scratch`): use them before the next call."""
     batch, channels = x.shape[:2]
     positions = math.prod(win.out)
     if _is_identity(x, win):
         return x.reshape(batch, group, -1, positions)
+    k = math.prod(win.kernel)
     if use_selection(x.shape[2:], win, x.dtype, scatter=False):
-        cols = x.reshape(batch * channels, -1) @ selection(x.shape[2:], win, x.dtype)
+        cols = scratch("cols", (batch * channels, k * positions), x.dtype)
+        np.matmul(x.reshape(batch * channels, -1), selection(x.shape[2:], win, x.dtype), out=cols)
         return cols.reshape(batch, group, -1, positions)
     n = len(win.kernel)
     view = windows(pad_to_windows(x, win), win)  # (N, C, O1..On, k1..kn), no copy
     order = (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))
-    return view.transpose(order).reshape(batch, group, -1, positions)
+    cols = scratch("cols", (batch, channels, *win.kernel, *win.out), x.dtype)
+    np.copyto(cols, view.transpose(order))
+    return cols.reshape(batch, group, -1, positions)
 
 
 def batch_columns(x: np.ndarray, win: Window) -> np.ndarray:
