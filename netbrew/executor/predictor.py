@@ -25,11 +25,18 @@ def refuse_file_ops(net: NetDef, who: str) -> None:
         )
 
 
-def optimize_for_inference(net: NetDef, workspace: Workspace) -> NetDef:
+def optimize_for_inference(
+    net: NetDef, workspace: Workspace, *, params_are_constant: bool = False
+) -> NetDef:
     """The inference-safe passes for a net whose parameters are in `workspace`:
     BatchNormalization folding and Relu fusion (which rewrite parameters in the
-    workspace), then constant folding, CSE and dead-code elimination. Only Constant ops
-    count as constants: a blob the init net fills may still be fed."""
+    workspace), then constant folding, CSE and dead-code elimination.
+
+    Args:
+        params_are_constant: fold ops on the workspace's blobs too. Off by default, since
+            a blob a Caffe2 init net fills may still be fed (a "data" placeholder); ONNX
+            initializers are constants.
+    """
     from netbrew.netdef.passes import fold_batch_norm, fuse_activation
     from netbrew.netdef.passes import optimize as run_passes
 
@@ -42,7 +49,13 @@ def optimize_for_inference(net: NetDef, workspace: Workspace) -> NetDef:
     net, params = fold_batch_norm(net, params)
     for name, value in params.items():
         workspace.feed_blob(name, value)
-    return run_passes(fuse_activation(net), level=1)
+    net = fuse_activation(net)
+    if params_are_constant:
+        from netbrew.netdef.passes import fold_constants
+
+        params = {b: workspace.fetch_blob(b) for b in workspace.blobs()}
+        net = fold_constants(net, params)
+    return run_passes(net, level=1)
 
 
 class Predictor:

@@ -27,7 +27,9 @@ class NetbrewRep(BackendRep):
         self.workspace = Workspace()
         self.workspace.run_net_once(init_net)
         if optimize:  # the same graph passes a Predictor applies
-            predict_net = optimize_for_inference(predict_net, self.workspace)
+            predict_net = optimize_for_inference(
+                predict_net, self.workspace, params_are_constant=True
+            )
         params = set(self.workspace.blobs())
         self.input_names = [b for b in predict_net.external_input if b not in params]
         self.output_names = list(predict_net.external_output)
