@@ -45,17 +45,40 @@ def optimize_for_inference(
         copy.CopyFrom(net)
         copy.external_output.extend(o for o in net.op[-1].output if o)
         net = copy
-    params = {b: workspace.fetch_blob(b) for b in workspace.blobs()}
-    net, params = fold_batch_norm(net, params)
-    for name, value in params.items():
-        workspace.feed_blob(name, value)
-    net = fuse_activation(net)
     if params_are_constant:
-        from netbrew.netdef.passes import fold_constants
+        net = _precompute(net, workspace)
+    params = {b: workspace.fetch_blob(b) for b in workspace.blobs()}
+    net, new_params = fold_batch_norm(net, params)
+    for name, value in new_params.items():
+        if params.get(name) is not value:  # only the rewritten weights
+            workspace.feed_blob(name, value)
+    return run_passes(fuse_activation(net), level=1)
 
-        params = {b: workspace.fetch_blob(b) for b in workspace.blobs()}
-        net = fold_constants(net, params)
-    return run_passes(net, level=1)
+
+def _precompute(net: NetDef, workspace: Workspace) -> NetDef:
+    """Runs, once, the ops that read only workspace blobs (constants), keeping their
+    results in the workspace rather than in the net, and drops them from the net."""
+    from netbrew.operators import get_schema
+
+    constant = set(workspace.blobs())
+    written: set[str] = set()
+    kept = []
+    for op in net.op:
+        schema = get_schema(op.type)
+        pure = not (schema.rng or schema.wants_scope or schema.wants_names) and op.output
+        inputs = [i for i in op.input if i]
+        if pure and all(i in constant for i in inputs) and not written & set(op.output):
+            workspace.run_operator_once(op)
+            constant.update(op.output)
+        else:
+            kept.append(op)
+            written.update(op.output)
+            constant.difference_update(op.output)
+    out = NetDef()
+    out.CopyFrom(net)
+    del out.op[:]
+    out.op.extend(kept)
+    return out
 
 
 class Predictor:
