@@ -140,8 +140,7 @@ def check_gradient(
         points = rng.permutation(flat.size)[:max_points]
         numeric = np.empty(len(points))
         for n, j in enumerate(points):
-            plus, minus = [x.copy() if x is not None else None for x in xs], None
-            minus = [x.copy() if x is not None else None for x in xs]
+            plus, minus = ([x.copy() if x is not None else None for x in xs] for _ in range(2))
             plus[i].reshape(-1)[j] += eps
             minus[i].reshape(-1)[j] -= eps
             numeric[n] = (f(plus) - f(minus)) / (2 * eps)

@@ -18,21 +18,6 @@ from netbrew.testing import check_gradient, rand, run_op
 POINTS = 30
 
 
-def _always(in_shape, win, dtype, scatter):
-    return dtype.kind == "f"
-
-
-@pytest.fixture(params=["strided", "selection"])
-def path(request, monkeypatch):
-    """Forces im2col/col2im onto the strided copies or onto the selection GEMM."""
-    if request.param == "strided":
-        monkeypatch.setattr(window, "_SELECTION_MAX", 0)
-    else:
-        monkeypatch.setattr(window, "use_selection", _always)
-        monkeypatch.setattr(window_grad, "use_selection", _always)
-    return request.param
-
-
 # (X shape, W shape, attrs): every rank, groups, depthwise, strides, dilations, pads, auto_pad.
 CONV = {
     "1d": ((2, 3, 7), (4, 3, 3), {}),
@@ -97,7 +82,7 @@ WINDOWS = [  # (input spatial shape, make_window arguments)
 
 
 @pytest.mark.parametrize("in_shape, args", WINDOWS)
-def test_selection_gemm_matches_strided_copies(in_shape, args, monkeypatch):
+def test_selection_gemm_matches_strided_copies(in_shape, args, force_path):
     """im2col, batch_columns and col2im give the same arrays on both paths."""
     win = window.make_window(in_shape, **args)
     x = rand(2, 4, *in_shape, dtype=np.float64)
@@ -110,10 +95,9 @@ def test_selection_gemm_matches_strided_copies(in_shape, args, monkeypatch):
             window_grad.col2im(cols, win, in_shape),
         )
 
-    monkeypatch.setattr(window, "_SELECTION_MAX", 0)
+    force_path("strided")
     strided = run()
-    monkeypatch.setattr(window, "use_selection", _always)
-    monkeypatch.setattr(window_grad, "use_selection", _always)
+    force_path("selection")
     for got, want in zip(run(), strided):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 

@@ -7,25 +7,10 @@ import pytest
 
 from netbrew.errors import OperatorError
 from netbrew.netdef import op_def
-from netbrew.operators import GRADIENTS, window, window_grad
+from netbrew.operators import GRADIENTS
 from netbrew.testing import check_gradient, rand, run_op
 
 POINTS = 30
-
-
-def _always(in_shape, win, dtype, scatter):
-    return dtype.kind == "f"
-
-
-@pytest.fixture(params=["strided", "selection"])
-def path(request, monkeypatch):
-    """Forces col2im onto its strided adds or onto the selection GEMM."""
-    if request.param == "strided":
-        monkeypatch.setattr(window, "_SELECTION_MAX", 0)
-    else:
-        monkeypatch.setattr(window, "use_selection", _always)
-        monkeypatch.setattr(window_grad, "use_selection", _always)
-    return request.param
 
 
 def distinct(*shape, seed=0):
