@@ -12,6 +12,7 @@ from typing import Any
 from netbrew.errors import SchemaError
 from netbrew.executor.compiled import CompiledOp, compile_op
 from netbrew.executor.dag import DagNet
+from netbrew.executor.memory import retain_freed_memory
 from netbrew.operators.registry import Registry
 from netbrew.proto.netbrew_pb2 import NetDef
 
@@ -49,6 +50,7 @@ for _alias in ("async_simple", "prof_dag"):
 
 def create_runtime(net: NetDef) -> Any:
     """Compiles every op of `net` and wraps them in the runtime its type names."""
+    retain_freed_memory()
     net_device = net.device_option if net.HasField("device_option") else None
     ops = [compile_op(i, op, net_device) for i, op in enumerate(net.op)]
     kind = net.type or "simple"
