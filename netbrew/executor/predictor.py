@@ -30,14 +30,20 @@ def optimize_for_inference(
 ) -> NetDef:
     """The inference-safe passes for a net whose parameters are in `workspace`:
     BatchNormalization folding and Relu fusion (which rewrite parameters in the
-    workspace), then constant folding, CSE and dead-code elimination.
+    workspace), then constant folding, CSE and dead-code elimination, then elementwise
+    fusion and blob sharing (intermediates renamed; inputs, outputs, workspace blobs kept).
 
     Args:
         params_are_constant: fold ops on the workspace's blobs too. Off by default, since
             a blob a Caffe2 init net fills may still be fed (a "data" placeholder); ONNX
             initializers are constants.
     """
-    from netbrew.netdef.passes import fold_batch_norm, fuse_activation
+    from netbrew.netdef.passes import (
+        fold_batch_norm,
+        fuse_activation,
+        fuse_elementwise,
+        share_blobs,
+    )
     from netbrew.netdef.passes import optimize as run_passes
 
     if not net.external_output and net.op:  # the outputs dead-code elimination keeps
@@ -52,7 +58,8 @@ def optimize_for_inference(
     for name, value in new_params.items():
         if params.get(name) is not value:  # only the rewritten weights
             workspace.feed_blob(name, value)
-    return run_passes(fuse_activation(net), level=1)
+    net = fuse_elementwise(run_passes(fuse_activation(net), level=1))
+    return share_blobs(net, keep=workspace.blobs())
 
 
 def _precompute(net: NetDef, workspace: Workspace) -> NetDef:

@@ -29,6 +29,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     file_io,
     fillers,
     fused,
+    fused_elementwise,
     generators,
     grid_sample,
     image_decoder,

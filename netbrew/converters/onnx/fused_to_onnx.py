@@ -1,4 +1,5 @@
-"""ONNX export of the fused ops (ConvRelu, GemmRelu, FCRelu): the base op, then a Relu.
+"""ONNX export of the fused ops: ConvRelu, GemmRelu and FCRelu become the base op then a
+Relu; FusedElementwise becomes the nodes of its steps.
 
 Imported at the end of netbrew.converters.onnx.to_onnx (netbrew.operators.fused cannot
 import the converter registry itself without an import cycle).
@@ -11,6 +12,7 @@ from onnx import helper
 
 from netbrew.converters.onnx.to_onnx import Converted, fc_to_onnx, to_onnx
 from netbrew.netdef.args import args_dict
+from netbrew.operators.fused_elementwise import expand
 from netbrew.proto.netbrew_pb2 import OperatorDef
 
 
@@ -53,3 +55,16 @@ def fc_relu_to_onnx(op: OperatorDef) -> Converted:
     converted = fc_to_onnx(base)
     converted.nodes.append(_relu(op, pre))
     return converted
+
+
+@to_onnx("FusedElementwise")
+def fused_elementwise_to_onnx(op: OperatorDef) -> Converted:
+    """FusedElementwise -> its steps' original nodes (Add, Relu, ...), in order."""
+    return Converted(
+        [
+            helper.make_node(
+                s.type, list(s.input), list(s.output), name=s.name or None, **args_dict(s.arg)
+            )
+            for s in expand(op)
+        ]
+    )

@@ -5,23 +5,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from netbrew.netdef.passes.constant_folding import fold_constants
 from netbrew.netdef.passes.cse import eliminate_common_subexpressions
 from netbrew.netdef.passes.dead_code import eliminate_dead_code
+from netbrew.netdef.passes.elementwise_fusion import fuse_elementwise
 from netbrew.netdef.passes.fold_batchnorm import fold_batch_norm
 from netbrew.netdef.passes.fusion import fuse_activation
+from netbrew.netdef.passes.memonger import share_blobs
 from netbrew.proto.netbrew_pb2 import NetDef
 
 
-def optimize(net: NetDef, level: int = 1, params: dict | None = None):
+def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: Iterable[str] = ()):
     """Applies the inference passes: level 0 none; 1 dead code, constant folding and
-    common subexpressions; 2 also BatchNormalization folding and Relu fusion.
+    common subexpressions; 2 also BatchNormalization folding and Relu fusion first, then
+    elementwise-chain fusion and, last, blob sharing (memonger). Blob sharing renames
+    intermediate blobs, so it runs only on a net that names its external outputs, and it
+    keeps those, the external inputs, `params` and `keep` by name.
 
     Args:
         net: the NetDef (or Net); not modified.
         level: 0, 1 or 2.
         params: parameter values; constant folding treats them as constants, and BN
             folding rewrites them.
+        keep: blobs the caller fetches after a run besides the external outputs (level 2).
 
     Returns:
         The new NetDef, or (new NetDef, new params) when `params` is given.
@@ -35,6 +43,10 @@ def optimize(net: NetDef, level: int = 1, params: dict | None = None):
         out = fold_constants(out, new_params or None)
         out = eliminate_common_subexpressions(out)
         out = eliminate_dead_code(out)
+    if level >= 2:
+        out = fuse_elementwise(out)
+        if out.external_output:
+            out = share_blobs(out, keep={*keep, *new_params, *(params or {})})
     if level == 0:
         out = _copy(out)
     return (out, new_params) if params is not None else out
@@ -52,5 +64,7 @@ __all__ = [
     "fold_batch_norm",
     "fold_constants",
     "fuse_activation",
+    "fuse_elementwise",
     "optimize",
+    "share_blobs",
 ]
