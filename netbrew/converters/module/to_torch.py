@@ -1,0 +1,262 @@
+"""(init_net, predict_net) -> a torch.nn.Module whose state_dict keys are the NetDef's blobs.
+
+    >>> model = to_torch(init_net, predict_net)
+    >>> print(model)
+    NetModule(
+      net='resnet', inputs=[x], outputs=[fc]
+      (conv1): Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False)
+      (bn1): BatchNorm2d(64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)
+      (layer1): Module(
+        (0): Module(
+          (conv1): Conv2d(64, 64, kernel_size=(3, 3), ...
+    >>> sorted(model.state_dict()) == sorted(init_blobs)
+    True
+
+Layers come from plan.py (Conv -> Conv1d/2d/3d, Gemm/FC -> Linear, BatchNormalization ->
+BatchNorm1d/2d/3d, LayerNormalization -> LayerNorm, Gather on a table -> Embedding);
+forward is an interpreter over the plan's steps: layer calls, and functional ops run as
+torch calls (torch_functional.py). An op torch_functional does not cover runs netbrew's
+NumPy kernel; it refuses to run where autograd would need a gradient through it.
+
+Caffe2-style parameters (`conv1_w`) sit in a layer (`conv1`, a Conv2d) and state_dict /
+load_state_dict rename `conv1.weight` <-> `conv1_w` through state-dict hooks, so saved keys
+are the blob names; `named_parameters()` shows the module paths.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from netbrew.converters.module.plan import BUFFERS, Layer, Plan, Step, build_plan
+from netbrew.converters.module.torch_functional import TORCH_OPS, NumpyFallback
+from netbrew.converters.module.torch_graph import import_torch
+from netbrew.errors import UnsupportedConversion
+from netbrew.proto.netbrew_pb2 import NetDef
+
+
+def to_torch(init_net: Any, predict_net: Any) -> Any:
+    """Builds a torch.nn.Module computing `predict_net` with the parameters of `init_net`.
+
+    Args:
+        init_net: fills the parameters (a Net or NetDef; None when there are none).
+        predict_net: the forward net (a Net or NetDef).
+
+    Returns:
+        A module, in eval mode (a predict net's semantics; `.train()` to fine-tune), whose
+        forward takes the net's inputs positionally, in the order of its
+        external inputs, and returns its output (a tuple when there are several); its
+        state_dict keys are exactly the blobs the init net fills.
+
+    Raises:
+        ImportError: torch is not installed.
+    """
+    torch = import_torch()
+    taken = set(dir(torch.nn.Module()))  # "training", "forward", "state_dict", ...
+    plan = build_plan(_netdef(init_net), _netdef(predict_net), reserved=taken.__contains__)
+    return _module_class()(plan).eval()
+
+
+def _netdef(net: Any) -> NetDef | None:
+    return net.proto() if hasattr(net, "proto") else net
+
+
+def to_tensor(torch: Any, array: np.ndarray) -> Any:
+    """A torch tensor with a copy of the array's values (bfloat16 through float32)."""
+    array = np.asarray(array)
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(np.array(array, copy=True, order="C"))
+
+
+def _set_state(torch: Any, module: Any, name: str, value: Any, buffer: bool) -> None:
+    if buffer or not value.is_floating_point():
+        if name in module._parameters:
+            delattr(module, name)
+        module.register_buffer(name, value)
+    else:
+        module.register_parameter(name, torch.nn.Parameter(value))
+
+
+def _build_tree(torch: Any, root: Any, plan: Plan) -> None:
+    """Containers, layers and other parameters, in the init net's order: layers are made on
+    the meta device, then given the plan's values."""
+    containers = set(plan.containers())
+    for blob, value in plan.params.items():
+        path, attr = plan.placement[blob]
+        parts = path.split(".") if path else []
+        for k in range(1, len(parts) + 1):
+            sub = ".".join(parts[:k])
+            if sub in containers and not _has_child(root, sub):
+                root.get_submodule(".".join(parts[: k - 1])).add_module(
+                    parts[k - 1], torch.nn.Module()
+                )
+        layer = plan.layers.get(path)
+        if layer is None or attr not in layer.params:
+            _set_state(torch, root.get_submodule(path), attr, to_tensor(torch, value), False)
+        elif not _has_child(root, path):
+            parent, _, name = path.rpartition(".")
+            root.get_submodule(parent).add_module(name, _make_layer(torch, layer, plan.params))
+
+
+def _has_child(root: Any, path: str) -> bool:
+    try:
+        root.get_submodule(path)
+    except AttributeError:
+        return False
+    return True
+
+
+def _make_layer(torch: Any, layer: Layer, params: dict) -> Any:
+    module = getattr(torch.nn, layer.class_name)(**layer.config, device="meta")
+    for attr, blob in layer.params.items():
+        _set_state(torch, module, attr, to_tensor(torch, params[blob]), attr in BUFFERS)
+    if "num_batches_tracked" in module._buffers and "num_batches_tracked" not in layer.params:
+        module.num_batches_tracked = None  # the NetDef has none: keep it out of state_dict
+    return module
+
+
+def _rename_hooks(module: Any, renames: dict[str, str]) -> None:
+    """state_dict writes blob names; load_state_dict reads them (and reports them)."""
+    inverse = {blob: key for key, blob in renames.items()}
+
+    def rename(state: dict, prefix: str, table: dict[str, str]) -> None:
+        items = list(state.items())
+        state.clear()
+        for key, value in items:
+            local = key[len(prefix) :] if key.startswith(prefix) else None
+            state[prefix + table[local] if local in table else key] = value
+
+    def on_save(mod, state, prefix, local_metadata):
+        rename(state, prefix, renames)
+
+    def on_load(mod, state, prefix, local_metadata, strict, missing, unexpected, errors):
+        rename(state, prefix, inverse)
+
+    def after_load(mod, incompatible):
+        keys = incompatible.missing_keys
+        keys[:] = [renames.get(k, k) for k in keys]
+
+    module.register_state_dict_post_hook(on_save)
+    module.register_load_state_dict_pre_hook(on_load)
+    module.register_load_state_dict_post_hook(after_load)
+
+
+def _layer_runner(torch: Any, step: Step):
+    path, x, out, axis = step.layer.path, step.inputs[0], step.outputs[0], step.flatten_axis
+
+    def run_layer(root, env):
+        value = env[x]
+        if axis is not None:
+            value = torch.flatten(value, axis)
+        env[out] = root.get_submodule(path)(value)
+
+    return run_layer
+
+
+def _op_runner(torch: Any, index: int, step: Step):
+    op, fn = step.op, TORCH_OPS.get(step.op.type)
+    attrs = {**step.attrs, "_op": op.type, "_outputs": sum(1 for o in op.output if o)}
+    if op.type == "Constant":
+        value = to_tensor(torch, _constant_value(index, op))
+        return lambda root, env: env.__setitem__(op.output[0], root._constant(op.output[0], value))
+    numpy_op = functools.partial(_run_numpy, torch, _compiled(index, op))
+
+    def run_op(root, env):
+        args = [env[i] if i else None for i in step.inputs]
+        try:
+            results = fn(torch, args, attrs) if fn is not None else numpy_op(args)
+        except NumpyFallback:
+            results = numpy_op(args)
+        for name, value in zip(step.outputs, results):
+            if name:
+                env[name] = value
+
+    return run_op
+
+
+def _compiled(index: int, op) -> Any:
+    from netbrew.executor.compiled import compile_op
+
+    return compile_op(index, op)
+
+
+def _constant_value(index: int, op) -> np.ndarray:
+    blobs: dict = {}
+    _compiled(index, op).run(blobs)
+    return blobs[op.output[0]]
+
+
+def _run_numpy(torch: Any, compiled: Any, args: list) -> tuple:
+    """Runs netbrew's NumPy kernel on tensors: exact, but outside autograd."""
+    op = compiled.op
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise UnsupportedConversion(
+            f"{compiled.where} -> {', '.join(op.output)} has no torch implementation; it "
+            "runs netbrew's NumPy kernel, which autograd cannot differentiate. Run the "
+            "module under torch.no_grad(), or freeze the parameters it reads"
+        )
+    device = tensors[0].device if tensors else torch.device("cpu")
+    blobs = {n: a.detach().cpu().numpy() for n, a in zip(op.input, args) if n and a is not None}
+    compiled.run(blobs)
+    return tuple(to_tensor(torch, blobs[o]).to(device) if o else None for o in op.output)
+
+
+@functools.cache
+def _module_class() -> type:
+    torch = import_torch()
+
+    class NetModule(torch.nn.Module):
+        """A NetDef as a torch module (see netbrew.converters.module.to_torch)."""
+
+        def __init__(self, plan: Plan) -> None:
+            super().__init__()
+            self.net_name = plan.name
+            self.input_names = list(plan.inputs)
+            self.output_names = list(plan.outputs)
+            _build_tree(torch, self, plan)
+            self._state_refs = [(b, path, attr) for b, (path, attr) in plan.placement.items()]
+            self._steps = [
+                _layer_runner(torch, s) if s.layer else _op_runner(torch, i, s)
+                for i, s in enumerate(plan.steps)
+            ]
+            self._constants: dict[str, Any] = {}
+            self._device = None
+            if plan.renames:
+                _rename_hooks(self, plan.renames)
+
+        def _constant(self, name: str, value: Any) -> Any:
+            """A Constant op's tensor, moved (once) to the device of the inputs."""
+            cached = self._constants.get(name)
+            device = self._device or value.device
+            if cached is None or cached.device != device:
+                cached = self._constants[name] = value.to(device)
+            return cached
+
+        def forward(self, *inputs: Any) -> Any:
+            if len(inputs) != len(self.input_names):
+                raise TypeError(
+                    f"{self.net_name}: forward takes {len(self.input_names)} inputs "
+                    f"({', '.join(self.input_names)}), got {len(inputs)}"
+                )
+            env = dict(zip(self.input_names, inputs))
+            first = next((t for t in inputs if isinstance(t, torch.Tensor)), None)
+            self._device = None if first is None else first.device
+            for blob, path, attr in self._state_refs:
+                env[blob] = getattr(self.get_submodule(path), attr)
+            for run in self._steps:
+                run(self, env)
+            outputs = tuple(env[name] for name in self.output_names)
+            return outputs[0] if len(outputs) == 1 else outputs
+
+        def extra_repr(self) -> str:
+            return (
+                f"net={self.net_name!r}, inputs=[{', '.join(self.input_names)}], "
+                f"outputs=[{', '.join(self.output_names)}]"
+            )
+
+    NetModule.__module__, NetModule.__qualname__ = __name__, "NetModule"
+    return NetModule
