@@ -1,9 +1,11 @@
-"""`dag` (2 workers) against `simple`: a wide net of 8 independent branches and inception_v1.
+"""`dag` (2 workers) against `simple`: a wide net of 8 independent branches and inception_v1
+(with --zoo, all six of onnx's light model-zoo models).
 
 BLAS is limited to one thread (set before NumPy loads), so the parallelism measured is
-the executor's. Prints medians and the simple/dag speed-up for each net.
+the executor's. The two runtimes run alternately; prints medians and the simple/dag
+speed-up for each net.
 
-    python benchmarks/dag.py [--reps 20]
+    python benchmarks/dag.py [--reps 20] [--zoo]
 """
 
 from __future__ import annotations
@@ -21,17 +23,19 @@ import numpy as np  # noqa: E402
 
 from netbrew.converters.onnx.backend import prepare  # noqa: E402
 from netbrew.executor import Workspace  # noqa: E402
+from netbrew.executor.dag import TUNING_RUNS  # noqa: E402
 from netbrew.netdef import Net  # noqa: E402
 
 
-def wide_net(kind: str) -> tuple[Net, dict[str, np.ndarray]]:
+def wide_net(kind: str, channels: int = 32, size: int = 64) -> tuple[Net, dict[str, np.ndarray]]:
     """8 branches of Conv -> Relu -> MatMul -> Tanh -> Mul, summed at the end."""
     rng = np.random.default_rng(0)
-    net, feeds = Net(f"wide_{kind}"), {"x": rng.normal(size=(1, 32, 64, 64)).astype(np.float32)}
+    x = rng.normal(size=(1, channels, size, size)).astype(np.float32)
+    net, feeds = Net(f"wide_{kind}"), {"x": x}
     outs = []
     for b in range(8):
-        feeds[f"w{b}"] = rng.normal(size=(32, 32, 3, 3)).astype(np.float32) * 0.1
-        feeds[f"m{b}"] = rng.normal(size=(64, 64)).astype(np.float32) * 0.1
+        feeds[f"w{b}"] = rng.normal(size=(channels, channels, 3, 3)).astype(np.float32) * 0.1
+        feeds[f"m{b}"] = rng.normal(size=(size, size)).astype(np.float32) * 0.1
         c = net.Conv(["x", f"w{b}"], f"c{b}", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
         t = net.MatMul([c.Relu([], f"r{b}"), f"m{b}"], f"mm{b}").Tanh([], f"t{b}")
         outs.append(net.Mul([t, t], f"o{b}"))
@@ -42,63 +46,72 @@ def wide_net(kind: str) -> tuple[Net, dict[str, np.ndarray]]:
     return net, feeds
 
 
-def time_run(run, reps: int) -> float:
-    run()
-    times = []
+def time_pair(runs: tuple, reps: int) -> tuple[float, float]:
+    """Median seconds of each of two runs, timed alternately so that load on the machine
+    falls on both alike, after warm-up runs that cover the dag runtime's mode tuning."""
+    for _ in range(2 * (TUNING_RUNS + 1)):
+        for run in runs:
+            run()
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(reps):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for run, out in zip(runs, times):
+            start = time.perf_counter()
+            run()
+            out.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
-def wide(reps: int) -> tuple[float, float]:
-    result = []
+def wide(reps: int) -> tuple[float, float, str]:
+    runs, ws = [], Workspace()
     for kind in ("simple", "dag"):
         net, feeds = wide_net(kind)
-        ws = Workspace()
         for name, value in feeds.items():
             ws.feed_blob(name, value)
         ws.create_net(net)
-        result.append(time_run(lambda n=net.name, w=ws: w.run_net(n), reps))
-    return result[0], result[1]
+        runs.append(lambda n=net.name: ws.run_net(n))
+    return (*time_pair(tuple(runs), reps), ws.get_net("wide_dag").mode)
 
 
-def inception(reps: int) -> tuple[float, float]:
-    import onnx.backend.test
-    from onnx.backend.test.runner import Runner
+def zoo_model(name: str):
+    """A bench for one of onnx's light model-zoo models, prepared once per runtime."""
 
-    path = os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "light",
-                        "light_inception_v1.onnx")  # fmt: skip
-    import onnx
+    def bench(reps: int) -> tuple[float, float, str]:
+        import onnx
+        import onnx.backend.test
+        from onnx.backend.test.runner import Runner
 
-    model = onnx.load(path)
-    inits = {i.name for i in model.graph.initializer}
-    graph_inputs = [x for x in model.graph.input if x.name not in inits]
-    inputs = {
-        x.name: Runner.generate_dummy_data(x, seed=i, random=True)
-        for i, x in enumerate(graph_inputs)
-    }
-    result = []
-    for kind in ("simple", "dag"):
-        rep = prepare(model)
-        rep.runtime.net.type = kind  # same ops, other runtime
-        from netbrew.executor.runtime import RUNTIMES
+        root = os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "light")
+        model = onnx.load(os.path.join(root, f"light_{name}.onnx"))
+        inits = {i.name for i in model.graph.initializer}
+        graph_inputs = [x for x in model.graph.input if x.name not in inits]
+        inputs = {
+            x.name: Runner.generate_dummy_data(x, seed=i, random=True)
+            for i, x in enumerate(graph_inputs)
+        }
+        reps_ = [prepare(model, net_type=kind) for kind in ("simple", "dag")]
+        times = time_pair(tuple(lambda r=r: r.run(inputs) for r in reps_), reps)
+        return (*times, reps_[1].runtime.mode)
 
-        rep.runtime = RUNTIMES[kind](rep.runtime.net, rep.runtime.ops)
-        result.append(time_run(lambda r=rep: r.run(inputs), reps))
-    return result[0], result[1]
+    return bench
+
+
+ZOO = ("squeezenet", "shufflenet", "resnet50", "inception_v1", "densenet121", "vgg19")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument(
+        "--zoo", action="store_true", help="all six zoo models, not only inception_v1"
+    )
     ns = parser.parse_args()
-    for name, bench in (("wide net (8 branches)", wide), ("inception_v1", inception)):
+    models = ZOO if ns.zoo else ("inception_v1",)
+    benches = [("wide net (8 branches)", wide), *((m, zoo_model(m)) for m in models)]
+    for name, bench in benches:
         print(f"{name}: running...", file=sys.stderr)
-        simple, dag = bench(ns.reps)
+        simple, dag, mode = bench(ns.reps)
         print(f"{name:<24} simple {simple * 1e3:8.2f} ms   dag {dag * 1e3:8.2f} ms   "
-              f"speed-up {simple / dag:.2f}x")  # fmt: skip
+              f"speed-up {simple / dag:.2f}x   (dag chose {mode})")  # fmt: skip
     return 0
 
 

@@ -16,9 +16,11 @@ NumPy releases the GIL in BLAS calls and large ufuncs, so the threads overlap th
 from __future__ import annotations
 
 import heapq
+import statistics
 import threading
+import time
 from collections.abc import MutableMapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from netbrew.executor.compiled import CompiledOp
@@ -26,6 +28,8 @@ from netbrew.netdef.args import args_dict
 from netbrew.proto.netbrew_pb2 import NetDef
 
 DEFAULT_WORKERS = 2
+TUNING_RUNS = 3
+"""Timed runs per mode (after one warm-up each) before an adaptive DagNet picks a mode."""
 
 
 def num_workers(net: NetDef) -> int:
@@ -102,8 +106,17 @@ def chain_tasks(deps: list[set[int]]) -> list[list[int]]:
 class DagNet:
     """Runs a created net's ops on `num_workers` threads, in dependency order.
 
-    Gives the same results as `simple`. When an op fails, no new task starts, the tasks
-    already running finish, and the op's OperatorError is raised as it was.
+    The calling thread is one of the workers (so 2 workers = the caller + 1 pool thread),
+    and every worker takes the next ready task itself: no coordinator thread sits between
+    a finished task and its children. Gives the same results as `simple`. When an op
+    fails, no new op starts, the ops already running finish, and the op's OperatorError
+    is raised as it was.
+
+    Adaptive (the net's "adaptive" argument, default 1): handing small ops between
+    threads costs more than it saves on nets of many short ops (squeezenet, shufflenet),
+    so the first runs alternate between parallel and in-order execution, TUNING_RUNS
+    timed runs of each after a warm-up, and the runtime keeps the mode with the faster
+    median (`mode`). adaptive=0 always runs in parallel.
     """
 
     def __init__(self, net: NetDef, ops: list[CompiledOp]) -> None:
@@ -120,6 +133,9 @@ class DagNet:
         for t, mine in enumerate(self.task_deps):
             for d in mine:
                 self.task_children[d].append(t)
+        self.adaptive = bool(args_dict(net.arg).get("adaptive", 1))
+        self._mode: str | None = None
+        self._samples: dict[str, list[float]] = {"parallel": [], "in_order": []}
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -129,63 +145,60 @@ class DagNet:
 
     @property
     def pool(self) -> ThreadPoolExecutor:
-        """The worker pool, started on first use and kept for the runtime's life."""
+        """The helper threads (num_workers - 1), started on first use and kept."""
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(
-                    max_workers=self.num_workers, thread_name_prefix=f"netbrew-dag-{self.name}"
+                    max_workers=max(self.num_workers - 1, 1),
+                    thread_name_prefix=f"netbrew-dag-{self.name}",
                 )
             return self._pool
-
-    def _run_task(
-        self,
-        task: list[int],
-        blobs: MutableMapping[str, Any],
-        profile: Any,
-        stop: threading.Event,
-    ) -> None:
-        for i in task:
-            if stop.is_set():  # another task failed: start no more ops
-                return
-            op = self.ops[i]
-            if profile is None:
-                op.run(blobs)
-            else:
-                profile.time(op, blobs)
 
     def run(self, blobs: MutableMapping[str, Any], profile: Any = None) -> None:
         if not self.tasks:
             return
-        pool = self.pool
-        stop = threading.Event()
-        waiting = [len(d) for d in self.task_deps]
-        # ready tasks wait here, earliest op first, so that at most num_workers are in
-        # flight: after a failure nothing queued in the pool is left to start
-        ready = [t for t, count in enumerate(waiting) if count == 0]
-        heapq.heapify(ready)
-        running: dict[Future, int] = {}
-        error: BaseException | None = None
-        while ready or running:
-            while ready and len(running) < self.num_workers and error is None:
-                t = heapq.heappop(ready)
-                running[pool.submit(self._run_task, self.tasks[t], blobs, profile, stop)] = t
-            if not running:
-                break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                t = running.pop(future)
-                failure = future.exception()
-                if failure is not None and error is None:
-                    error = failure
-                    stop.set()
-                if error is not None:
-                    continue
-                for child in self.task_children[t]:
-                    waiting[child] -= 1
-                    if waiting[child] == 0:
-                        heapq.heappush(ready, child)
-        if error is not None:
-            raise error
+        mode = self.mode
+        if mode is not None:
+            self._run(mode, blobs, profile)
+            return
+        with self._pool_lock:  # still measuring: alternate the modes, warm-up first
+            mode = min(self._samples, key=lambda m: len(self._samples[m]))
+        start = time.perf_counter()
+        self._run(mode, blobs, profile)
+        self._record(mode, time.perf_counter() - start)
+
+    @property
+    def mode(self) -> str | None:
+        """ "parallel", "in_order", or None while the first runs are still measured."""
+        if not self.adaptive or self.num_workers == 1:
+            return "parallel" if self.num_workers > 1 else "in_order"
+        return self._mode
+
+    def _record(self, mode: str, seconds: float) -> None:
+        with self._pool_lock:
+            self._samples[mode].append(seconds)
+            counts = [len(v) for v in self._samples.values()]
+            if self._mode is None and min(counts) > TUNING_RUNS:
+                # the first run of each mode is a warm-up; the faster median wins
+                medians = {m: statistics.median(v[1:]) for m, v in self._samples.items()}
+                self._mode = min(medians, key=medians.__getitem__)
+
+    def _run(self, mode: str, blobs: MutableMapping[str, Any], profile: Any) -> None:
+        if mode == "in_order":
+            for op in self.ops:
+                if profile is None:
+                    op.run(blobs)
+                else:
+                    profile.time(op, blobs)
+            return
+        state = _Run(self, blobs, profile)
+        helpers = min(self.num_workers, len(self.tasks)) - 1
+        futures = [self.pool.submit(state.work) for _ in range(helpers)]
+        state.work()
+        for future in futures:
+            future.result()
+        if state.error is not None:
+            raise state.error
 
     def close(self) -> None:
         """Stops the worker threads (they also stop when the runtime is collected)."""
@@ -198,3 +211,53 @@ class DagNet:
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
+
+
+class _Run:
+    """One run of a DagNet: the ready tasks (earliest op first), the count of unfinished
+    dependencies per task, and the first error. Workers share it under one condition."""
+
+    def __init__(self, dag: DagNet, blobs: MutableMapping[str, Any], profile: Any) -> None:
+        self.dag, self.blobs, self.profile = dag, blobs, profile
+        self.waiting = [len(d) for d in dag.task_deps]
+        self.ready = [t for t, count in enumerate(self.waiting) if count == 0]
+        heapq.heapify(self.ready)
+        self.left = len(dag.tasks)
+        self.error: BaseException | None = None
+        self.cond = threading.Condition()
+
+    def work(self) -> None:
+        """Takes ready tasks until the run is done or has failed."""
+        while True:
+            with self.cond:
+                while not self.ready and self.left and self.error is None:
+                    self.cond.wait()
+                if not self.ready or self.error is not None:
+                    return
+                task = heapq.heappop(self.ready)
+            try:
+                self._run_ops(self.dag.tasks[task])
+            except BaseException as e:
+                with self.cond:
+                    if self.error is None:
+                        self.error = e
+                    self.cond.notify_all()
+                return
+            with self.cond:
+                self.left -= 1
+                for child in self.dag.task_children[task]:
+                    self.waiting[child] -= 1
+                    if self.waiting[child] == 0:
+                        heapq.heappush(self.ready, child)
+                if self.ready or not self.left:
+                    self.cond.notify_all()
+
+    def _run_ops(self, task: list[int]) -> None:
+        for i in task:
+            if self.error is not None:  # another worker failed: start no more ops
+                return
+            op = self.dag.ops[i]
+            if self.profile is None:
+                op.run(self.blobs)
+            else:
+                self.profile.time(op, self.blobs)

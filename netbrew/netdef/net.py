@@ -179,16 +179,21 @@ class Net:
     def ops(self) -> Sequence[OperatorDef]:
         return self._net.op
 
-    def set_type(self, net_type: str, num_workers: int | None = None) -> None:
-        """Chooses the runtime ("simple", "dag") and its worker count."""
+    def set_type(
+        self, net_type: str, num_workers: int | None = None, adaptive: bool | None = None
+    ) -> None:
+        """Chooses the runtime ("simple", "dag"), its worker count, and whether `dag` may
+        fall back to in-order runs when parallel ones measure slower (default: it may)."""
         self._net.type = net_type
-        if num_workers is not None:
+        for name, value in (("num_workers", num_workers), ("adaptive", adaptive)):
+            if value is None:
+                continue
             for arg in self._net.arg:
-                if arg.name == "num_workers":
-                    arg.i = num_workers
+                if arg.name == name:
+                    arg.i = int(value)
                     break
             else:
-                set_args(self._net, {"num_workers": num_workers})
+                set_args(self._net, {name: int(value)})
 
     # -- views --------------------------------------------------------------------------
 

@@ -185,3 +185,24 @@ def test_backend_api():
     np.testing.assert_array_equal(rep.run([np.ones(2, np.float32)] * 2)["c"], [2, 2])
     out = backend.run_model(model, [np.ones(2, np.float32)] * 2)
     np.testing.assert_array_equal(out[0], [2, 2])
+
+
+@pytest.mark.parametrize("net_type", ["simple", "dag"])
+@pytest.mark.parametrize("optimize", [True, False])
+def test_backend_prepare_runtime_and_passes_give_the_same_numbers(net_type, optimize):
+    """A residual pair of Relu branches: prepared for the dag runtime (blob sharing then
+    respects its parallel branches) or without the passes, the outputs are unchanged."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Neg", ["x"], ["b"]),
+        helper.make_node("Mul", ["a", "a"], ["a2"]),
+        helper.make_node("Exp", ["b"], ["b2"]),
+        helper.make_node("Add", ["a2", "b2"], ["y"]),
+    ]
+    info = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4]) for n in ("x", "y")]
+    model = helper.make_model(helper.make_graph(nodes, "g", info[:1], info[1:]))
+    rep = backend.prepare(model, net_type=net_type, optimize=optimize)
+    assert rep.runtime.net.type == net_type
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    for _ in range(3):
+        np.testing.assert_allclose(rep.run([x])[0], np.maximum(x, 0) ** 2 + np.exp(-x), 1e-6)

@@ -8,7 +8,13 @@ import pytest
 
 from netbrew.errors import OperatorError
 from netbrew.executor import RUNTIMES, Workspace, create_runtime
-from netbrew.executor.dag import DagNet, chain_tasks, num_workers, op_dependencies
+from netbrew.executor.dag import (
+    TUNING_RUNS,
+    DagNet,
+    chain_tasks,
+    num_workers,
+    op_dependencies,
+)
 from netbrew.netdef import Net
 from netbrew.proto.netbrew_pb2 import NetDef
 
@@ -160,7 +166,7 @@ def test_concurrent_branches_overlap():
     net = Net("overlap")
     net.Relu(["x"], "a")
     net.Neg(["x"], "b")
-    net.set_type("dag", num_workers=2)
+    net.set_type("dag", num_workers=2, adaptive=False)
     dag = create_runtime(net.proto())
     barrier = threading.Barrier(2, timeout=10)
     threads = set()
@@ -189,3 +195,25 @@ def test_num_workers_from_arg_field_or_default():
     wrapped.set_type("dag", num_workers=0)
     with pytest.raises(ValueError, match="num_workers must be at least 1"):
         num_workers(wrapped.proto())
+
+
+def test_adaptive_mode_is_measured_then_kept_and_results_never_change():
+    net, feeds = wide_net()
+    net.set_type("dag", num_workers=2)
+    dag = create_runtime(net.proto())
+    expected = run(net, feeds, "simple")
+    for i in range(2 * (TUNING_RUNS + 1) + 2):
+        assert dag.mode is None or i >= 2 * (TUNING_RUNS + 1)
+        blobs = dict(feeds)
+        dag.run(blobs)
+        assert_same(blobs, expected)
+    assert dag.mode in ("parallel", "in_order")
+    assert [len(v) for v in dag._samples.values()] == [TUNING_RUNS + 1] * 2
+
+
+def test_adaptive_off_or_one_worker_fixes_the_mode():
+    net, _ = wide_net()
+    net.set_type("dag", num_workers=2, adaptive=False)
+    assert create_runtime(net.proto()).mode == "parallel"
+    net.set_type("dag", num_workers=1, adaptive=True)
+    assert create_runtime(net.proto()).mode == "in_order"

@@ -23,7 +23,11 @@ from netbrew.executor.runtime import create_runtime
 class NetbrewRep(BackendRep):
     """A prepared model: its init net already run, its predict net created."""
 
-    def __init__(self, init_net, predict_net, optimize: bool = True) -> None:
+    def __init__(
+        self, init_net, predict_net, optimize: bool = True, net_type: str | None = None
+    ) -> None:
+        if net_type is not None:  # before the passes: blob sharing respects the runtime
+            predict_net.type = net_type
         self.workspace = Workspace()
         self.workspace.run_net_once(init_net)
         if optimize:  # the same graph passes a Predictor applies
@@ -71,10 +75,23 @@ class NetbrewBackend(Backend):
         return device.upper().startswith("CPU")
 
     @classmethod
-    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> NetbrewRep:
+    def prepare(
+        cls,
+        model: onnx.ModelProto,
+        device: str = "CPU",
+        net_type: str | None = None,
+        optimize: bool = True,
+        **kwargs: Any,
+    ) -> NetbrewRep:
+        """Imports and prepares `model`.
+
+        Args:
+            net_type: the runtime (NetDef.type): "simple" (default) or "dag"/"parallel".
+            optimize: apply the inference graph passes (as Predictor does).
+        """
         if not cls.supports_device(device):
             raise ValueError(f"netbrew's ONNX backend runs on CPU, not {device!r}")
-        return NetbrewRep(*import_model(model))
+        return NetbrewRep(*import_model(model), optimize=optimize, net_type=net_type)
 
     @classmethod
     def run_model(cls, model, inputs, device: str = "CPU", **kwargs: Any) -> tuple:
