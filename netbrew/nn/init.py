@@ -84,3 +84,21 @@ def xavier_uniform_(array: np.ndarray, gain: float = 1.0) -> np.ndarray:
     fan_in, fan_out = calculate_fan_in_and_fan_out(array)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(array, -bound, bound)
+
+
+def reset_weight_and_bias_(
+    weight: np.ndarray, bias: np.ndarray | None, *, draw_empty_bias: bool = True
+) -> None:
+    """PyTorch's default init of Linear and Conv layers: kaiming_uniform_(a=sqrt(5)) for the
+    weight, Uniform[-1/sqrt(fan_in), 1/sqrt(fan_in)) for the bias.
+
+    With fan_in 0 the bias stays zero; Linear still draws it (draw_empty_bias=True, moving
+    the random stream as torch's Linear does), the convolutions skip the draw as torch's.
+    """
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is None:
+        return
+    fan_in, _ = calculate_fan_in_and_fan_out(weight)
+    if fan_in > 0 or draw_empty_bias:
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)

@@ -180,6 +180,23 @@ class Module:
 
     # -- iteration --------------------------------------------------------------------------
 
+    def get_submodule(self, target: str) -> Module:
+        """The descendant at dotted path `target` ('' is this module), as in PyTorch.
+
+        Raises:
+            AttributeError: no submodule at that path; names the missing part.
+        """
+        module: Module = self
+        for name in target.split(".") if target else []:
+            child = module._modules.get(name)
+            if child is None:
+                raise AttributeError(
+                    f"{type(module).__name__} has no submodule {name!r} (looking up "
+                    f"{target!r}); its children: {', '.join(module._modules) or 'none'}"
+                )
+            module = child
+        return module
+
     def named_modules(
         self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
     ) -> Iterator[tuple[str, Module]]:

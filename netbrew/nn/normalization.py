@@ -12,6 +12,12 @@ from netbrew.nn.linear import check_device, empty
 from netbrew.nn.module import Module
 
 
+def _affine(module: Module, shape: tuple[int, ...], dtype: Any, affine: bool, bias: bool) -> None:
+    """Parameters weight (ones) and bias (zeros) of `shape`, each None where left out."""
+    module.register_parameter("weight", init.ones_(empty(shape, dtype)) if affine else None)
+    module.register_parameter("bias", init.zeros_(empty(shape, dtype)) if affine and bias else None)
+
+
 class _BatchNorm(Module):
     """Batch normalization over dim 1 (BatchNormalization), PyTorch's semantics.
 
@@ -44,15 +50,7 @@ class _BatchNorm(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = empty((num_features,), dtype)
-            if bias:
-                self.bias = empty((num_features,), dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, (num_features,), dtype, affine, bias)
         stat_dtype = np.float32 if dtype is None else dtype
         if track_running_stats:
             self.register_buffer("running_mean", np.zeros(num_features, stat_dtype))
@@ -146,15 +144,7 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(int(d) for d in normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = init.ones_(empty(self.normalized_shape, dtype))
-            if bias:
-                self.bias = init.zeros_(empty(self.normalized_shape, dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, self.normalized_shape, dtype, elementwise_affine, bias)
 
     def forward(self, input: Any) -> Any:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)

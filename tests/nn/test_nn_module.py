@@ -321,3 +321,11 @@ def test_apply_and_requires_grad():
 def test_forward_missing():
     with pytest.raises(NotImplementedError, match='missing "forward"'):
         nn.Module()(1)
+
+
+def test_get_submodule_by_dotted_path():
+    model = nn.Sequential(nn.Linear(2, 3), nn.Sequential(nn.ReLU(), nn.Linear(3, 1)))
+    assert model.get_submodule("") is model
+    assert model.get_submodule("1.1") is model[1][1]
+    with pytest.raises(AttributeError, match=r"no submodule '2' \(looking up '1.2'\)"):
+        model.get_submodule("1.2")

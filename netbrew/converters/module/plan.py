@@ -2,7 +2,8 @@
 
 The plan says which ops become layers (Conv -> Conv2d, Gemm/FC -> Linear, ...), where
 every parameter lives in the module tree, and in what order forward runs layer calls and
-functional ops. The backends (torch.nn, netbrew.nn) only build the layers and run the steps.
+functional ops. The backends (torch.nn, netbrew.nn) only build the layers and run the steps,
+both through plan_module.py (the module tree, forward and printing they share).
 
 Placement keeps every parameter blob name as a state_dict key:
 
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from netbrew.converters.module.plan_layers import RECOGNIZERS, linear_chain, static_ranks
-from netbrew.executor.workspace import Workspace
+from netbrew.executor.workspace import Workspace, _netdef
 from netbrew.netdef.args import args_dict
 from netbrew.operators import get_schema
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
@@ -237,8 +238,8 @@ def _interface(net: NetDef, params: dict) -> tuple[list[str], list[str]]:
 
 
 def build_plan(
-    init_net: NetDef | None,
-    predict_net: NetDef,
+    init_net: Any,
+    predict_net: Any,
     *,
     reserved: Callable[[str], bool] = lambda name: False,
     available: Callable[[str], bool] = lambda class_name: True,
@@ -246,13 +247,15 @@ def build_plan(
     """Recognises layers in a NetDef and places its parameters (see the module docstring).
 
     Args:
-        init_net: fills the parameters (run once here in a Workspace); None for none.
-        predict_net: the forward net.
+        init_net: fills the parameters (a Net or NetDef, run once here in a Workspace);
+            None for none.
+        predict_net: the forward net (a Net or NetDef).
         reserved: names a backend cannot use as a module or attribute name (torch:
             attributes of torch.nn.Module such as "training" or "forward").
         available: whether the backend has a layer class (by LAYER_CLASSES name); ops
             whose layer it lacks stay functional.
     """
+    init_net, predict_net = _netdef(init_net), _netdef(predict_net)
     params = _run_init(init_net)
     inputs, outputs = _interface(predict_net, params)
     ranks = static_ranks(predict_net, params)

@@ -76,7 +76,7 @@ def _batch_norm(op, attrs, arrays, ranks) -> tuple | None:
     config = {
         "num_features": arrays[1].shape[0],
         "eps": _f32(attrs["epsilon"]),
-        "momentum": _f32(1.0 - attrs["momentum"]),
+        "momentum": _f32(1.0 - _f32(attrs["momentum"])),  # 1 - 0.9f, not 0.100000024
     }
     names = _names(op, "weight", "bias", "running_mean", "running_var")
     return "BatchNorm", max(rank - 2, 1), config, names

@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from netbrew import nn
-from netbrew.converters.module.plan import BUFFERS, Layer, Plan, Step, build_plan
+from netbrew.converters.module.plan import Plan, Step, build_plan
+from netbrew.converters.module.plan_module import Backend, PlanForward, layer_runner
 from netbrew.netdef.args import args_dict
 from netbrew.nn._dispatch import call
-from netbrew.proto.netbrew_pb2 import NetDef
 
 
 def to_module(init_net: Any, predict_net: Any) -> NetModule:
@@ -49,70 +49,26 @@ def to_module(init_net: Any, predict_net: Any) -> NetModule:
         returns its output (a tuple when there are several); its state_dict keys are
         exactly the blobs the init net fills.
     """
-    taken = set(dir(nn.Module()))
+    taken = set(dir(nn.Module())) | set(dir(PlanForward))
     plan = build_plan(
-        _netdef(init_net),
-        _netdef(predict_net),
+        init_net,
+        predict_net,
         reserved=taken.__contains__,
         available=lambda name: hasattr(nn, name),
     )
     return NetModule(plan).eval()
 
 
-def _netdef(net: Any) -> NetDef | None:
-    return net.proto() if hasattr(net, "proto") else net
+_BACKEND = Backend(
+    nn=nn,
+    array=lambda value: np.array(value, copy=True),
+    is_float=lambda value: value.dtype.kind == "f",
+    parameter=lambda value: nn.Parameter(value, dtype=value.dtype),
+)
 
 
-def _set_state(module: nn.Module, name: str, value: np.ndarray, buffer: bool) -> None:
-    value = np.array(value, copy=True)
-    if buffer or value.dtype.kind != "f":
-        if name in module._parameters:
-            delattr(module, name)
-        module.register_buffer(name, value)
-    else:
-        module.register_parameter(name, nn.Parameter(value, dtype=value.dtype))
-
-
-def _make_layer(layer: Layer, params: dict[str, np.ndarray]) -> nn.Module:
-    module = getattr(nn, layer.class_name)(**layer.config)
-    for attr, blob in layer.params.items():
-        _set_state(module, attr, params[blob], attr in BUFFERS)
-    if "num_batches_tracked" in module._buffers and "num_batches_tracked" not in layer.params:
-        module.num_batches_tracked = None  # the NetDef has none: keep it out of state_dict
-    return module
-
-
-def _build_tree(root: nn.Module, plan: Plan) -> None:
-    """Containers, layers and other parameters, in the init net's order."""
-    containers = set(plan.containers())
-    made: set[str] = {""}
-    for blob, value in plan.params.items():
-        path, attr = plan.placement[blob]
-        parts = path.split(".") if path else []
-        for k in range(1, len(parts) + 1):
-            sub = ".".join(parts[:k])
-            if sub in containers and sub not in made:
-                root.get_submodule(".".join(parts[: k - 1])).add_module(parts[k - 1], nn.Module())
-                made.add(sub)
-        layer = plan.layers.get(path)
-        if layer is None or attr not in layer.params:
-            _set_state(root.get_submodule(path), attr, value, False)
-        elif path not in made:
-            parent, _, name = path.rpartition(".")
-            root.get_submodule(parent).add_module(name, _make_layer(layer, plan.params))
-            made.add(path)
-
-
-def _layer_runner(step: Step):
-    path, x, out, axis = step.layer.path, step.inputs[0], step.outputs[0], step.flatten_axis
-
-    def run_layer(root: NetModule, env: dict) -> None:
-        value = env[x]
-        if axis is not None:
-            value = call("Flatten", [value], axis=axis)
-        env[out] = root.get_submodule(path)(value)
-
-    return run_layer
+def _flatten(value: Any, axis: int) -> Any:
+    return call("Flatten", [value], axis=axis)
 
 
 def _op_runner(step: Step):
@@ -130,45 +86,15 @@ def _op_runner(step: Step):
     return run_op
 
 
-class NetModule(nn.Module):
+class NetModule(PlanForward, nn.Module):
     """A NetDef as a netbrew.nn Module (see netbrew.converters.module.to_module)."""
 
     def __init__(self, plan: Plan) -> None:
         super().__init__()
-        self.net_name = plan.name
-        self.input_names = list(plan.inputs)
-        self.output_names = list(plan.outputs)
-        _build_tree(self, plan)
-        self._state_refs = [(blob, path, attr) for blob, (path, attr) in plan.placement.items()]
-        self._steps = [_layer_runner(s) if s.layer else _op_runner(s) for s in plan.steps]
+        self._setup(plan, _BACKEND)
+        self._steps = [layer_runner(s, _flatten) if s.layer else _op_runner(s) for s in plan.steps]
         self._renames = dict(plan.renames)  # module path -> blob name
         self._inverse = {blob: key for key, blob in plan.renames.items()}
-
-    def get_submodule(self, target: str) -> nn.Module:
-        module: nn.Module = self
-        for name in target.split(".") if target else []:
-            module = module._modules[name]
-        return module
-
-    def forward(self, *inputs: Any) -> Any:
-        if len(inputs) != len(self.input_names):
-            raise TypeError(
-                f"{self.net_name}: forward takes {len(self.input_names)} inputs "
-                f"({', '.join(self.input_names)}), got {len(inputs)}"
-            )
-        env = dict(zip(self.input_names, inputs))
-        for blob, path, attr in self._state_refs:
-            env[blob] = getattr(self.get_submodule(path), attr)
-        for run in self._steps:
-            run(self, env)
-        outputs = tuple(env[name] for name in self.output_names)
-        return outputs[0] if len(outputs) == 1 else outputs
-
-    def extra_repr(self) -> str:
-        return (
-            f"net={self.net_name!r}, inputs=[{', '.join(self.input_names)}], "
-            f"outputs=[{', '.join(self.output_names)}]"
-        )
 
     # -- blob names as the names of the state ------------------------------------------------
 

@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.converters.module.plan import BUFFERS, Layer, Plan, Step, build_plan
+from netbrew.converters.module.plan import Plan, Step, build_plan
+from netbrew.converters.module.plan_module import Backend, PlanForward, layer_runner
 from netbrew.converters.module.torch_functional import TORCH_OPS, NumpyFallback
 from netbrew.converters.module.torch_graph import import_torch
 from netbrew.errors import UnsupportedConversion
-from netbrew.proto.netbrew_pb2 import NetDef
 
 
 def to_torch(init_net: Any, predict_net: Any) -> Any:
@@ -54,13 +54,9 @@ def to_torch(init_net: Any, predict_net: Any) -> Any:
         ImportError: torch is not installed.
     """
     torch = import_torch()
-    taken = set(dir(torch.nn.Module()))  # "training", "forward", "state_dict", ...
-    plan = build_plan(_netdef(init_net), _netdef(predict_net), reserved=taken.__contains__)
+    taken = set(dir(torch.nn.Module())) | set(dir(PlanForward))  # "training", "forward", ...
+    plan = build_plan(init_net, predict_net, reserved=taken.__contains__)
     return _module_class()(plan).eval()
-
-
-def _netdef(net: Any) -> NetDef | None:
-    return net.proto() if hasattr(net, "proto") else net
 
 
 def to_tensor(torch: Any, array: np.ndarray) -> Any:
@@ -69,53 +65,6 @@ def to_tensor(torch: Any, array: np.ndarray) -> Any:
     if array.dtype.name == "bfloat16":
         return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
     return torch.from_numpy(np.array(array, copy=True, order="C"))
-
-
-def _set_state(torch: Any, module: Any, name: str, value: Any, buffer: bool) -> None:
-    if buffer or not value.is_floating_point():
-        if name in module._parameters:
-            delattr(module, name)
-        module.register_buffer(name, value)
-    else:
-        module.register_parameter(name, torch.nn.Parameter(value))
-
-
-def _build_tree(torch: Any, root: Any, plan: Plan) -> None:
-    """Containers, layers and other parameters, in the init net's order: layers are made on
-    the meta device, then given the plan's values."""
-    containers = set(plan.containers())
-    for blob, value in plan.params.items():
-        path, attr = plan.placement[blob]
-        parts = path.split(".") if path else []
-        for k in range(1, len(parts) + 1):
-            sub = ".".join(parts[:k])
-            if sub in containers and not _has_child(root, sub):
-                root.get_submodule(".".join(parts[: k - 1])).add_module(
-                    parts[k - 1], torch.nn.Module()
-                )
-        layer = plan.layers.get(path)
-        if layer is None or attr not in layer.params:
-            _set_state(torch, root.get_submodule(path), attr, to_tensor(torch, value), False)
-        elif not _has_child(root, path):
-            parent, _, name = path.rpartition(".")
-            root.get_submodule(parent).add_module(name, _make_layer(torch, layer, plan.params))
-
-
-def _has_child(root: Any, path: str) -> bool:
-    try:
-        root.get_submodule(path)
-    except AttributeError:
-        return False
-    return True
-
-
-def _make_layer(torch: Any, layer: Layer, params: dict) -> Any:
-    module = getattr(torch.nn, layer.class_name)(**layer.config, device="meta")
-    for attr, blob in layer.params.items():
-        _set_state(torch, module, attr, to_tensor(torch, params[blob]), attr in BUFFERS)
-    if "num_batches_tracked" in module._buffers and "num_batches_tracked" not in layer.params:
-        module.num_batches_tracked = None  # the NetDef has none: keep it out of state_dict
-    return module
 
 
 def _rename_hooks(module: Any, renames: dict[str, str]) -> None:
@@ -142,18 +91,6 @@ def _rename_hooks(module: Any, renames: dict[str, str]) -> None:
     module.register_state_dict_post_hook(on_save)
     module.register_load_state_dict_pre_hook(on_load)
     module.register_load_state_dict_post_hook(after_load)
-
-
-def _layer_runner(torch: Any, step: Step):
-    path, x, out, axis = step.layer.path, step.inputs[0], step.outputs[0], step.flatten_axis
-
-    def run_layer(root, env):
-        value = env[x]
-        if axis is not None:
-            value = torch.flatten(value, axis)
-        env[out] = root.get_submodule(path)(value)
-
-    return run_layer
 
 
 def _op_runner(torch: Any, index: int, step: Step):
@@ -208,19 +145,22 @@ def _run_numpy(torch: Any, compiled: Any, args: list) -> tuple:
 @functools.cache
 def _module_class() -> type:
     torch = import_torch()
+    backend = Backend(
+        nn=torch.nn,
+        array=functools.partial(to_tensor, torch),
+        is_float=lambda value: value.is_floating_point(),
+        parameter=torch.nn.Parameter,
+        layer_kwargs={"device": "meta"},  # no random init: the plan's values replace it
+    )
 
-    class NetModule(torch.nn.Module):
+    class NetModule(PlanForward, torch.nn.Module):
         """A NetDef as a torch module (see netbrew.converters.module.to_torch)."""
 
         def __init__(self, plan: Plan) -> None:
             super().__init__()
-            self.net_name = plan.name
-            self.input_names = list(plan.inputs)
-            self.output_names = list(plan.outputs)
-            _build_tree(torch, self, plan)
-            self._state_refs = [(b, path, attr) for b, (path, attr) in plan.placement.items()]
+            self._setup(plan, backend)
             self._steps = [
-                _layer_runner(torch, s) if s.layer else _op_runner(torch, i, s)
+                layer_runner(s, torch.flatten) if s.layer else _op_runner(torch, i, s)
                 for i, s in enumerate(plan.steps)
             ]
             self._constants: dict[str, Any] = {}
@@ -236,27 +176,9 @@ def _module_class() -> type:
                 cached = self._constants[name] = value.to(device)
             return cached
 
-        def forward(self, *inputs: Any) -> Any:
-            if len(inputs) != len(self.input_names):
-                raise TypeError(
-                    f"{self.net_name}: forward takes {len(self.input_names)} inputs "
-                    f"({', '.join(self.input_names)}), got {len(inputs)}"
-                )
-            env = dict(zip(self.input_names, inputs))
+        def _bind_inputs(self, inputs: tuple) -> None:
             first = next((t for t in inputs if isinstance(t, torch.Tensor)), None)
             self._device = None if first is None else first.device
-            for blob, path, attr in self._state_refs:
-                env[blob] = getattr(self.get_submodule(path), attr)
-            for run in self._steps:
-                run(self, env)
-            outputs = tuple(env[name] for name in self.output_names)
-            return outputs[0] if len(outputs) == 1 else outputs
-
-        def extra_repr(self) -> str:
-            return (
-                f"net={self.net_name!r}, inputs=[{', '.join(self.input_names)}], "
-                f"outputs=[{', '.join(self.output_names)}]"
-            )
 
     NetModule.__module__, NetModule.__qualname__ = __name__, "NetModule"
     return NetModule

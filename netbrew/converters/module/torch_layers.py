@@ -186,12 +186,17 @@ def embedding(g: TorchGraph, node: Any) -> None:
     g.emit("Gather", [g.weight(node, "weight", 1), g.blob(indices)], node, axis=0)
 
 
-def _spatial(g: TorchGraph, node: Any) -> int:
+def _window(g: TorchGraph, node: Any) -> dict[str, list[int]]:
+    """kernel_shape, strides (kernel_size by default) and pads of a pooling call."""
     rank = g.tensor(node.args[0]).dim()
     kernel = g.arg(node, 1, "kernel_size", None)
     if rank < 3 or (isinstance(kernel, (list, tuple)) and len(kernel) not in (1, rank - 2)):
         raise UnsupportedConversion(f"unbatched input of rank {rank}; add a batch dim")
-    return rank - 2
+    n = rank - 2
+    kernel = _tuple(g.arg(node, 1, "kernel_size"), n)
+    pads = _tuple(g.arg(node, 3, "padding", 0), n)
+    strides = _tuple(g.arg(node, 2, "stride") or kernel, n)
+    return {"kernel_shape": kernel, "strides": strides, "pads": pads + pads}
 
 
 @converts(
@@ -202,17 +207,13 @@ def max_pool(g: TorchGraph, node: Any) -> None:
     """MaxPool; return_indices (torch's indices differ from ONNX's) is refused."""
     if g.arg(node, 6, "return_indices", False):
         raise UnsupportedConversion("return_indices=True")
-    n = _spatial(g, node)
-    kernel = _tuple(g.arg(node, 1, "kernel_size"), n)
-    pads = _tuple(g.arg(node, 3, "padding", 0), n)
+    window = _window(g, node)
     g.emit(
         "MaxPool",
         [g.blob(node.args[0])],
         node,
-        kernel_shape=kernel,
-        strides=_tuple(g.arg(node, 2, "stride") or kernel, n),
-        pads=pads + pads,
-        dilations=_tuple(g.arg(node, 4, "dilation", 1), n),
+        **window,
+        dilations=_tuple(g.arg(node, 4, "dilation", 1), len(window["kernel_shape"])),
         ceil_mode=int(bool(g.arg(node, 5, "ceil_mode", False))),
     )
 
@@ -225,16 +226,12 @@ def avg_pool(g: TorchGraph, node: Any) -> None:
     """AveragePool; count_include_pad defaults to True as in torch; divisor_override refused."""
     if g.arg(node, 6, "divisor_override") is not None:
         raise UnsupportedConversion("divisor_override")
-    n = _spatial(g, node)
-    kernel = _tuple(g.arg(node, 1, "kernel_size"), n)
-    pads = _tuple(g.arg(node, 3, "padding", 0), n)
+    window = _window(g, node)
     g.emit(
         "AveragePool",
         [g.blob(node.args[0])],
         node,
-        kernel_shape=kernel,
-        strides=_tuple(g.arg(node, 2, "stride") or kernel, n),
-        pads=pads + pads,
+        **window,
         ceil_mode=int(bool(g.arg(node, 4, "ceil_mode", False))),
         count_include_pad=int(bool(g.arg(node, 5, "count_include_pad", True))),
     )

@@ -8,38 +8,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from netbrew import brew  # noqa: E402
-from netbrew.brew import ModelHelper  # noqa: E402
 from netbrew.converters.module import to_torch  # noqa: E402
-from netbrew.converters.module.from_torch import add_fill  # noqa: E402
-from netbrew.demo import lenet  # noqa: E402
 from netbrew.errors import UnsupportedConversion  # noqa: E402
-from netbrew.executor import Workspace  # noqa: E402
 from netbrew.netdef import Net  # noqa: E402
 from netbrew.proto.netbrew_pb2 import NetDef  # noqa: E402
 
 TOL = 1e-5
 
 
-def reference(module, predict: NetDef, feeds: dict) -> dict:
-    """The predict net run by netbrew on the module's own state_dict."""
-    ws = Workspace()
-    for key, value in module.state_dict().items():
-        ws.feed_blob(key, value.numpy())
-    for key, value in feeds.items():
-        ws.feed_blob(key, value)
-    ws.run_net_once(predict)
-    return {o: ws.fetch_blob(o) for o in (predict.external_output or predict.op[-1].output)}
-
-
-def brew_lenet() -> tuple[NetDef, NetDef]:
-    model = ModelHelper(name="lenet", seed=0)
-    brew.softmax(model, lenet(model), "softmax")
-    return model.param_init_net.proto(), model.net.proto()
-
-
-def test_brew_lenet_gets_layers_under_caffe2_names():
-    init, predict = brew_lenet()
+def test_brew_lenet_gets_layers_under_caffe2_names(lenet_nets, run_predict):
+    init, predict = lenet_nets
     module = to_torch(init, predict)
     text = str(module)
     assert "(conv1): Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))" in text
@@ -52,12 +30,13 @@ def test_brew_lenet_gets_layers_under_caffe2_names():
     x = np.random.default_rng(0).random((3, 1, 8, 8), dtype=np.float32)
     with torch.no_grad():
         got = module(torch.from_numpy(x)).numpy()
-    np.testing.assert_allclose(got, reference(module, predict, {"data": x})["softmax"], atol=TOL)
+    expected = run_predict(predict, {"data": x}, state=module.state_dict())["softmax"]
+    np.testing.assert_allclose(got, expected, atol=TOL)
     assert module.input_names == ["data"] and module.output_names == ["softmax"]
 
 
-def test_caffe2_names_load_and_report_under_their_blob_names():
-    init, predict = brew_lenet()
+def test_caffe2_names_load_and_report_under_their_blob_names(lenet_nets):
+    init, predict = lenet_nets
     module = to_torch(init, predict)
     state = {k: torch.full_like(v, 0.01) for k, v in module.state_dict().items()}
     module.load_state_dict(state)
@@ -69,11 +48,7 @@ def test_caffe2_names_load_and_report_under_their_blob_names():
         module.load_state_dict(partial)
 
 
-def given(init: NetDef, name: str, array) -> None:
-    add_fill(init, name, np.asarray(array, dtype=np.float32))
-
-
-def test_loose_reserved_and_nested_names_are_kept():
+def test_loose_reserved_and_nested_names_are_kept(given, run_predict):
     rng = np.random.default_rng(1)
     init = NetDef(name="init")
     for name, shape in [("fc_w", (4, 4)), ("fc_b", (4,)), ("scale", (4,)),
@@ -94,10 +69,11 @@ def test_loose_reserved_and_nested_names_are_kept():
     x = rng.standard_normal((2, 4)).astype(np.float32)
     with torch.no_grad():
         got = module(torch.from_numpy(x)).numpy()
-    np.testing.assert_allclose(got, reference(module, net.proto(), {"x": x})["y4"], atol=TOL)
+    expected = run_predict(net.proto(), {"x": x}, state=module.state_dict())["y4"]
+    np.testing.assert_allclose(got, expected, atol=TOL)
 
 
-def test_ops_without_a_torch_form_run_numpy_kernels_outside_autograd():
+def test_ops_without_a_torch_form_run_numpy_kernels_outside_autograd(given, run_predict):
     init = NetDef(name="init")
     given(init, "w", np.linspace(-1, 1, 6))
     net = Net("fallback")
@@ -108,12 +84,13 @@ def test_ops_without_a_torch_form_run_numpy_kernels_outside_autograd():
     x = torch.linspace(-3, 3, 12).reshape(2, 6)
     with torch.no_grad():
         got = module(x).numpy()
-    np.testing.assert_allclose(got, reference(module, net.proto(), {"x": x.numpy()})["y"], atol=TOL)
+    expected = run_predict(net.proto(), {"x": x.numpy()}, state=module.state_dict())["y"]
+    np.testing.assert_allclose(got, expected, atol=TOL)
     with pytest.raises(UnsupportedConversion, match=r"Softplus -> y .* torch\.no_grad\(\)"):
         module(x)
 
 
-def _window_net() -> tuple[NetDef, NetDef, dict]:
+def _window_net(given) -> tuple[NetDef, NetDef, dict]:
     rng = np.random.default_rng(2)
     init = NetDef(name="init")
     given(init, "conv.weight", rng.standard_normal((4, 3, 3, 3)) * 0.3)
@@ -134,28 +111,20 @@ def _window_net() -> tuple[NetDef, NetDef, dict]:
     return init, net.proto(), {"x": x}
 
 
-def test_functional_ops_match_the_executor():
-    init, predict, feeds = _window_net()
+def test_functional_ops_match_the_executor(given, run_predict):
+    init, predict, feeds = _window_net(given)
     module = to_torch(init, predict)
     assert sorted(module.state_dict()) == ["conv.weight", "convt.weight", "gemm_w"]
     assert isinstance(module.conv, torch.nn.Module) and not isinstance(module.conv, torch.nn.Conv2d)
     with torch.no_grad():
         got = module(torch.from_numpy(feeds["x"]))
-    expected = reference(module, predict, feeds)
+    expected = run_predict(predict, feeds, state=module.state_dict())
     for value, name in zip(got, ["s0", "picked"], strict=True):
         np.testing.assert_allclose(value.numpy(), expected[name], atol=TOL)
 
 
-def brew_conv_bn() -> tuple[NetDef, NetDef]:
-    model = ModelHelper(name="convbn", seed=0)
-    conv = brew.conv(model, "data", "conv1", 3, 8, kernel=3, pad=1, no_bias=True)
-    bn = brew.spatial_bn(model, conv, "bn1", 8, is_test=True)
-    brew.fc(model, brew.relu(model, bn, "relu1"), "fc", 8 * 4 * 4, 5)
-    return model.param_init_net.proto(), model.net.proto()
-
-
-def test_brew_spatial_bn_becomes_batch_norm_2d():
-    init, predict = brew_conv_bn()
+def test_brew_spatial_bn_becomes_batch_norm_2d(conv_bn_nets, run_predict):
+    init, predict = conv_bn_nets
     module = to_torch(init, predict)
     assert isinstance(module.bn1, torch.nn.BatchNorm2d)  # rank 4 from conv1's weight
     assert sorted(module.state_dict()) == sorted(op.output[0] for op in init.op)
@@ -165,4 +134,5 @@ def test_brew_spatial_bn_becomes_batch_norm_2d():
         module.bn1.running_var.uniform_(0.5, 1.5)
         x = torch.rand(2, 3, 4, 4)
         got = module(x).numpy()
-    np.testing.assert_allclose(got, reference(module, predict, {"data": x.numpy()})["fc"], atol=TOL)
+    expected = run_predict(predict, {"data": x.numpy()}, state=module.state_dict())["fc"]
+    np.testing.assert_allclose(got, expected, atol=TOL)
