@@ -20,6 +20,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import numpy as np  # noqa: E402
+from zoo import MODELS, dummy_inputs, model_path  # noqa: E402  (benchmarks/zoo.py)
 
 from netbrew.converters.onnx.backend import prepare  # noqa: E402
 from netbrew.executor import Workspace  # noqa: E402
@@ -73,29 +74,19 @@ def wide(reps: int) -> tuple[float, float, str]:
 
 
 def zoo_model(name: str):
-    """A bench for one of onnx's light model-zoo models, prepared once per runtime."""
+    """A bench for one of onnx's light model-zoo models, prepared once per runtime, on the
+    inputs benchmarks/zoo.py uses."""
 
     def bench(reps: int) -> tuple[float, float, str]:
         import onnx
-        import onnx.backend.test
-        from onnx.backend.test.runner import Runner
 
-        root = os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "light")
-        model = onnx.load(os.path.join(root, f"light_{name}.onnx"))
-        inits = {i.name for i in model.graph.initializer}
-        graph_inputs = [x for x in model.graph.input if x.name not in inits]
-        inputs = {
-            x.name: Runner.generate_dummy_data(x, seed=i, random=True)
-            for i, x in enumerate(graph_inputs)
-        }
+        model = onnx.load(model_path(name))
+        inputs = dummy_inputs(model)
         reps_ = [prepare(model, net_type=kind) for kind in ("simple", "dag")]
         times = time_pair(tuple(lambda r=r: r.run(inputs) for r in reps_), reps)
         return (*times, reps_[1].runtime.mode)
 
     return bench
-
-
-ZOO = ("squeezenet", "shufflenet", "resnet50", "inception_v1", "densenet121", "vgg19")
 
 
 def main() -> int:
@@ -105,7 +96,7 @@ def main() -> int:
         "--zoo", action="store_true", help="all six zoo models, not only inception_v1"
     )
     ns = parser.parse_args()
-    models = ZOO if ns.zoo else ("inception_v1",)
+    models = MODELS if ns.zoo else ("inception_v1",)
     benches = [("wide net (8 branches)", wide), *((m, zoo_model(m)) for m in models)]
     for name, bench in benches:
         print(f"{name}: running...", file=sys.stderr)
