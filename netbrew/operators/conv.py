@@ -3,7 +3,8 @@
 One code path for every rank. Three GEMM-based primitives, shared with ConvTranspose (whose
 forward is Conv's input gradient and whose input gradient is Conv's forward):
 
-- `correlate`: im2col (one copy of the strided window view), then one batched matmul.
+- `correlate`: im2col (one copy of the strided window view), then one batched matmul; for
+  stride-1 2-D convs that narrow the channels, shift-and-add instead (conv_shift.py).
 - `scatter`: its adjoint in X, a matmul to columns, then col2im (one add per kernel offset).
 - `weight_grad`: its adjoint in W, matmuls over columns that span the whole batch.
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.net import op_def
+from netbrew.operators.conv_shift import shift_correlate, use_shift
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.schema import gradient, kernel, schema
 from netbrew.operators.window import (
@@ -141,21 +143,28 @@ def conv_cpu(
     Returns:
         (Y,), with Y of shape (N, M, O1, ..., On).
     """
-    m = check_conv_operands(x, w, b, group, kernel_shape, transposed=False)
+    check_conv_operands(x, w, b, group, kernel_shape, transposed=False)
     win = make_window(x.shape[2:], w.shape[2:], strides, dilations, pads, auto_pad)
     work = work_dtype(x.dtype)
-    y = correlate(x.astype(work, copy=False), w.astype(work, copy=False), win, group)
-    if b is not None:
-        y += b.astype(work, copy=False).reshape(m, *(1,) * len(win.out))
+    bias = None if b is None else b.astype(work, copy=False)
+    y = correlate(x.astype(work, copy=False), w.astype(work, copy=False), win, group, bias)
     return (y.astype(x.dtype, copy=False),)
 
 
-def correlate(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> np.ndarray:
-    """The windows of x (N, C, D1..Dn) times w (M, C/group, k1..kn), per group: (N, M, O1..On)."""
+def correlate(
+    x: np.ndarray, w: np.ndarray, win: Window, group: int, bias: np.ndarray | None = None
+) -> np.ndarray:
+    """The windows of x (N, C, D1..Dn) times w (M, C/group, k1..kn), per group, plus `bias`
+    (M,) if given: (N, M, O1..On). Stride-1 2-D convs that narrow the channels go through
+    conv_shift (no im2col copy); the rest through im2col and one batched matmul."""
     m = w.shape[0]
+    if use_shift(x.shape[1], m, win, group):
+        return shift_correlate(x, w, win, bias)
     cols = im2col(x, win, group)  # (N, G, C/G * K, P)
-    y = np.matmul(w.reshape(group, m // group, -1), cols)
-    return y.reshape(x.shape[0], m, *win.out)
+    y = np.matmul(w.reshape(group, m // group, -1), cols).reshape(x.shape[0], m, *win.out)
+    if bias is not None:
+        y += bias.reshape(m, *(1,) * len(win.out))
+    return y
 
 
 def scatter(
