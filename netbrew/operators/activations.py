@@ -13,6 +13,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.operators.schema import kernel, schema
+from netbrew.operators.zeros import relu
 
 SELU_ALPHA = 1.67326319217681884765625  # ONNX's float32 defaults
 SELU_GAMMA = 1.05070102214813232421875
@@ -87,7 +88,7 @@ def _elementwise(name: str, formula: str, attrs: dict | None = None, dtypes: str
 
 @_elementwise("Relu", "max(X, 0)", dtypes="numeric")
 def relu_cpu(x: np.ndarray) -> tuple[np.ndarray]:
-    return (np.maximum(x, 0).astype(x.dtype, copy=False),)
+    return (relu(x).astype(x.dtype, copy=False),)
 
 
 @_elementwise("LeakyRelu", "X if X >= 0 else alpha * X (alpha=0.01)", {"alpha": 0.01})

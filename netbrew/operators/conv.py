@@ -161,10 +161,10 @@ def correlate(
     if use_shift(x.shape[1], m, win, group):
         return shift_correlate(x, w, win, bias)
     cols = im2col(x, win, group)  # (N, G, C/G * K, P)
-    y = np.matmul(w.reshape(group, m // group, -1), cols).reshape(x.shape[0], m, *win.out)
-    if bias is not None:
-        y += bias.reshape(m, *(1,) * len(win.out))
-    return y
+    y = np.matmul(w.reshape(group, m // group, -1), cols).reshape(x.shape[0], m, -1)
+    if bias is not None:  # over (N, M, positions): one long row per channel
+        y += bias.reshape(m, 1)
+    return y.reshape(x.shape[0], m, *win.out)
 
 
 def scatter(

@@ -14,6 +14,7 @@ import numpy as np
 
 from netbrew.operators import conv, matmul  # noqa: F401  (declare the base ops first)
 from netbrew.operators.schema import get_kernel, get_schema, kernel, no_gradient, schema
+from netbrew.operators.zeros import relu
 
 FUSED_RELU: dict[str, str] = {"Conv": "ConvRelu", "Gemm": "GemmRelu", "FC": "FCRelu"}
 """Base op type -> its fused-with-Relu op type."""
@@ -22,8 +23,8 @@ FUSED_RELU: dict[str, str] = {"Conv": "ConvRelu", "Gemm": "GemmRelu", "FC": "FCR
 def _relu_in_place(out: np.ndarray) -> np.ndarray:
     # The base kernels return a fresh array; fall back to a copy for a read-only one.
     if isinstance(out, np.ndarray) and out.flags.writeable:
-        return np.maximum(out, 0, out=out)
-    return np.maximum(out, 0)
+        return relu(out, out=out)
+    return relu(out)
 
 
 def _declare(base: str, fused: str) -> None:

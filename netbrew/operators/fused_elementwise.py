@@ -44,6 +44,7 @@ from netbrew.operators.schema import (
     no_gradient,
     schema,
 )
+from netbrew.operators.zeros import relu
 from netbrew.proto.netbrew_pb2 import OperatorDef
 
 RUNNING = -1
@@ -100,7 +101,7 @@ Step = Callable[[list, dict, "np.ndarray | None"], np.ndarray]
 
 
 def _relu(args: list, attrs: dict, out: np.ndarray | None) -> np.ndarray:
-    return np.maximum(args[0], 0, out=out)
+    return relu(args[0], out=out)
 
 
 def _leaky_relu(args: list, attrs: dict, out: np.ndarray | None) -> np.ndarray:

@@ -1,7 +1,9 @@
 """MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool.
 
-The pooled ops take strided window views of the padded input and reduce them with one
-vectorised step per kernel offset (a loop over the K offsets, never over pixels).
+The pooled ops reduce strided views of the padded input, one vectorised step per kernel
+offset along one axis at a time (window.window_reduce: k1 + k2 steps for a k1 x k2 window,
+never a loop over pixels). MaxPool with Indices reduces over all K offsets at once to track
+the first max.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from netbrew.operators.window import (
     Window,
     layout,
     make_window,
+    window_reduce,
     window_slices,
     work_dtype,
 )
@@ -94,17 +97,21 @@ def max_pool_cpu(
     win = pool_window(x, kernel_shape, attrs, ceil_mode)
     # Small integer types widen to float64 (exact) so -inf padding can never tie a value.
     work = np.float64 if x.dtype.kind in "iub" and x.dtype.itemsize <= 4 else x.dtype
-    with_indices = len(output_mask) > 1 and output_mask[1]
-    slices = max_slices(x.astype(work, copy=False), win)
-    best, arg = window_max(slices, with_indices)
-    indices = _flat_indices(arg, win, x.shape, storage_order) if with_indices else None
-    return best.astype(x.dtype, copy=False), indices
+    if not (len(output_mask) > 1 and output_mask[1]):
+        best = window_reduce(x.astype(work, copy=False), win, np.maximum, lowest(work))
+        return best.astype(x.dtype, copy=False), None
+    best, arg = window_max(max_slices(x.astype(work, copy=False), win), with_arg=True)
+    return best.astype(x.dtype, copy=False), _flat_indices(arg, win, x.shape, storage_order)
 
 
 def max_slices(x: np.ndarray, win: Window) -> list[np.ndarray]:
     """`window_slices` of `x` with padding read as the lowest value of its dtype."""
-    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    return window_slices(x, win, low)
+    return window_slices(x, win, lowest(x.dtype))
+
+
+def lowest(dtype: np.dtype) -> float:
+    """The value max pooling pads with: -inf, or the integer type's minimum."""
+    return -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
 
 
 def window_max(slices: list[np.ndarray], with_arg: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -155,10 +162,7 @@ def average_pool_cpu(
     attrs = dict(auto_pad=auto_pad, dilations=dilations, pads=pads, strides=strides)
     win = pool_window(x, kernel_shape, attrs, ceil_mode)
     work = work_dtype(x.dtype)
-    slices = window_slices(x.astype(work, copy=False), win)
-    total = slices[0].copy()
-    for values in slices[1:]:
-        np.add(total, values, out=total)
+    total = window_reduce(x.astype(work, copy=False), win, np.add)
     total /= window_counts(win, x.shape[2:], bool(count_include_pad)).astype(work)
     return (total.astype(x.dtype, copy=False),)
 

@@ -328,6 +328,26 @@ def window_slices(x: np.ndarray, win: Window, pad_value: float = 0) -> list[np.n
     return slices
 
 
+def window_reduce(x: np.ndarray, win: Window, ufunc: np.ufunc, pad_value: float = 0) -> np.ndarray:
+    """`ufunc` (np.maximum, np.add, ...) reduced over each window of `x`, padding read as
+    `pad_value`: (N, C, O1..On), a new array.
+
+    Separable, one spatial axis at a time from the outermost, so a k1 x k2 window costs
+    k1 + k2 steps instead of k1 * k2, and the first axis's steps read whole contiguous rows.
+    For an associative, commutative ufunc the result equals reducing `window_slices`;
+    float sums may round differently."""
+    out = pad_to_windows(x, win, pad_value)
+    n = len(win.kernel)
+    for axis, (k, s, d, o) in enumerate(zip(win.kernel, win.strides, win.dilations, win.out)):
+        lead = (slice(None),) * (out.ndim - n + axis)
+        picks = [out[(*lead, slice(j * d, j * d + (o - 1) * s + 1, s))] for j in range(k)]
+        acc = picks[0].copy()
+        for values in picks[1:]:
+            ufunc(acc, values, out=acc)
+        out = acc
+    return out
+
+
 def work_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype to compute in: float16/bfloat16 widen to float32 (BLAS, accuracy)."""
     return np.dtype(np.float32) if dtype.itemsize < 4 and dtype.kind not in "iub" else dtype

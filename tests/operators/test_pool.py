@@ -1,5 +1,6 @@
 """Pooling ops against loop-based NumPy references written here."""
 
+import functools
 import math
 
 import numpy as np
@@ -184,3 +185,22 @@ def test_pool_errors(op, x_shape, attrs, message):
 def test_pool_requires_kernel_shape():
     with pytest.raises(SchemaError, match="'kernel_shape' is missing"):
         check_op("AveragePool", [rand(1, 1, 3, 3)], reference=lambda x: (x,))
+
+
+@pytest.mark.parametrize("ufunc", [np.maximum, np.add])
+@pytest.mark.parametrize(
+    "shape, kernel, strides, dilations, pads, ceil",
+    [
+        ((2, 3, 9, 11), (3, 2), (2, 1), (1, 2), [1, 0, 1, 1], False),
+        ((1, 2, 5, 6, 7), (2, 3, 2), (1, 2, 3), (2, 1, 1), [0, 1, 1, 1, 0, 1], True),
+        ((1, 4, 10), (4,), (3,), (1,), [2, 1], True),
+    ],
+)
+def test_window_reduce_matches_all_offsets(ufunc, shape, kernel, strides, dilations, pads, ceil):
+    from netbrew.operators.window import make_window, window_reduce, window_slices
+
+    x = np.random.default_rng(3).standard_normal(shape)
+    win = make_window(shape[2:], kernel, strides, dilations, pads, ceil_mode=ceil)
+    slices = window_slices(x, win, -7.0)
+    want = functools.reduce(ufunc, slices[1:], slices[0].copy())
+    np.testing.assert_allclose(window_reduce(x, win, ufunc, -7.0), want, rtol=1e-12)
