@@ -1,4 +1,6 @@
-"""BatchNormalization folding: an inference BN after Conv, Gemm or FC goes into its weights."""
+"""BatchNormalization folding: an inference BN after Conv, Gemm or FC goes into its weights,
+and so does a chain of them and of Mul, Add and Sub by per-output-channel constants (Caffe2
+nets scale and shift after their BN that way)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,51 @@ def _bn_factors(bn: OperatorDef, params: dict) -> tuple[np.ndarray, np.ndarray] 
     scale, bias, mean, var = (np.asarray(params[b], np.float64) for b in bn.input[1:])
     s = scale / np.sqrt(var + args.get("epsilon", 1e-5))
     return s, bias - s * mean
+
+
+AFFINE = ("Mul", "Add", "Sub")
+
+
+def _output_layout(op: OperatorDef, params: dict) -> tuple[int, int]:
+    """(rank, output channels) of a foldable op's output, from its weight."""
+    w = np.asarray(params[op.input[1]])
+    if op.type == "Conv":
+        return w.ndim, w.shape[0]
+    if op.type == "FC":
+        return 2, w.shape[0]
+    return 2, w.shape[0 if args_dict(op.arg).get("transB", 0) else 1] if w.ndim == 2 else -1
+
+
+def _per_channel(value, channels: int, rank: int, dtype) -> np.ndarray | None:
+    """`value` as (channels,) float64 if it broadcasts against a rank-`rank` output along
+    its channel axis (1) alone, without growing the output; else None."""
+    v = np.asarray(value)
+    if v.dtype != dtype or v.ndim > rank:
+        return None
+    shape = (1,) * (rank - v.ndim) + v.shape
+    if shape[0] != 1 or shape[1] not in (1, channels) or any(d != 1 for d in shape[2:]):
+        return None
+    return np.broadcast_to(v.reshape(-1).astype(np.float64), (channels,))
+
+
+def _step_factors(
+    step: OperatorDef, src: str, params: dict, layout: tuple[int, int], dtype
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(s, t) with step(y) = s * y + t per channel, for a BN or a Mul/Add/Sub of `src` (the
+    chain's running output y) by a per-channel constant; None when it does not fold."""
+    if step.type == "BatchNormalization":
+        factors = _bn_factors(step, params) if step.input[0] == src else None
+        return factors if factors is not None and factors[0].size == layout[1] else None
+    if step.type not in AFFINE or len(step.input) != 2 or list(step.input).count(src) != 1:
+        return None
+    if step.type == "Sub" and step.input[0] != src:
+        return None
+    const = step.input[1] if step.input[0] == src else step.input[0]
+    c = _per_channel(params[const], layout[1], layout[0], dtype) if const in params else None
+    if c is None:
+        return None
+    one, zero = np.ones_like(c), np.zeros_like(c)
+    return {"Mul": (c, zero), "Add": (one, c), "Sub": (one, -c)}[step.type]
 
 
 def _fold(op: OperatorDef, s: np.ndarray, t: np.ndarray, params: dict):
@@ -56,13 +103,16 @@ def _fold(op: OperatorDef, s: np.ndarray, t: np.ndarray, params: dict):
 
 
 def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
-    """Folds each inference BatchNormalization into the Conv, Gemm or FC before it.
+    """Folds each inference BatchNormalization into the Conv, Gemm or FC before it, with
+    any chain of BNs and Mul/Add/Sub by per-channel constants that follows.
 
     BN(y) = s * y + t with s = scale / sqrt(var + epsilon) and t = B - s * mean, per
-    output channel, so `W' = s * W` (per output channel) and `b' = s * b + t`. A BN folds
-    when training_mode=0, its X is written by a Conv, Gemm or FC that it alone reads (and
-    that is not a net output), and the weights, bias and BN statistics are all in `params`.
-    The op then writes the BN's output and the BN disappears.
+    output channel; Mul, Add and Sub by a constant of `params` that varies along the
+    channel axis only (shape (1, M, 1, 1), (M, 1, 1), a scalar...) are s * y + t too. Each
+    step folds when training_mode=0 (BN), it alone reads the previous step's output (not a
+    net output), and its values are all in `params`; the composed `W' = s * W` (per output
+    channel) and `b' = s * b + t`. The op then writes the last step's output and the steps
+    disappear.
 
     Args:
         net: the NetDef; not modified.
@@ -81,16 +131,24 @@ def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     for i, op in enumerate(net.op):
         if op.type not in FOLDABLE or len(op.input) < 2 or op.input[1] not in params:
             continue
-        j = sole_reader(net, used, live_out, i)
-        if j is None or net.op[j].type != "BatchNormalization":
+        layout, dtype = _output_layout(op, params), np.asarray(params[op.input[1]]).dtype
+        if layout[1] < 1:
             continue
-        bn = net.op[j]
-        factors = _bn_factors(bn, params)
-        if bn.input[0] != op.output[0] or factors is None:
+        scale, shift, chain, current = None, None, [], i
+        while (j := sole_reader(net, used, live_out, current)) is not None:
+            step = _step_factors(net.op[j], net.op[current].output[0], params, layout, dtype)
+            if step is None:
+                break
+            s, t = step
+            scale, shift = (s, t) if scale is None else (s * scale, s * shift + t)
+            chain.append(j)
+            current = j
+        if not chain:
             continue
-        if not can_write_early(net, i, j, bn.output[0]):
+        last = net.op[chain[-1]]
+        if not can_write_early(net, i, chain[-1], last.output[0]):
             continue
-        folded = _fold(op, *factors, params)
+        folded = _fold(op, scale, shift, params)
         if folded is None:
             continue
         w, b, extra = folded
@@ -105,7 +163,7 @@ def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
         else:
             del new.input[2:]
             new.input.append(b_name)
-        new.output[0] = bn.output[0]
+        new.output[0] = last.output[0]
         for arg in [a for a in new.arg if a.name in extra]:
             new.arg.remove(arg)
         set_args(new, extra)
@@ -113,7 +171,7 @@ def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
         if op.input[1] in net.external_input:
             added += [w_name, b_name]
         replaced[i] = new
-        dropped.add(j)
+        dropped.update(chain)
     ops = [replaced.get(i, op) for i, op in enumerate(net.op) if i not in dropped]
     out = copy_net(net, ops)
     read = {b for op in ops for b in [*op.input, *op.control_input]}

@@ -44,3 +44,65 @@ def test_gemm_and_fc_bn_fold(op_type, trans_b, bias):
     np.testing.assert_allclose(
         run(out, {**feeds, **new_params})[0], run(net, {**feeds, **params})[0], atol=1e-4
     )
+
+
+def _conv_chain_net(steps, const_shape=(1, 6, 1, 1)):
+    """Conv (6 output channels) followed by `steps`: (op type, constant name or None for
+    a BN), with per-channel constants of `const_shape`."""
+    rng = np.random.default_rng(5)
+    params = {"w": rng.normal(size=(6, 3, 3, 3)).astype(np.float32)}
+    for name, low in (("s", -1), ("bb", -1), ("m", -1), ("v", 0.5)):
+        params[name] = rng.uniform(low, 1.5, 6).astype(np.float32)
+    ops, src = [op_def("Conv", ["x", "w"], ["h0"], pads=[1, 1, 1, 1])], "h0"
+    for k, (op_type, const) in enumerate(steps, 1):
+        if op_type == "BatchNormalization":
+            ops.append(op_def(op_type, [src, "s", "bb", "m", "v"], [f"h{k}"]))
+        else:
+            params[const] = rng.uniform(0.5, 1.5, const_shape).astype(np.float32)
+            ops.append(op_def(op_type, [src, const], [f"h{k}"]))
+        src = f"h{k}"
+    ops.append(op_def("Relu", [src], ["y"]))
+    net = NetDef(name="n", external_input=["x", *params], external_output=["y"])
+    net.op.extend(ops)
+    feeds = {"x": rng.normal(size=(2, 3, 5, 5)).astype(np.float32)}
+    return net, params, feeds
+
+
+@pytest.mark.parametrize(
+    "steps, const_shape",
+    [
+        ([("BatchNormalization", None), ("Mul", "k1"), ("Add", "k2")], (1, 6, 1, 1)),
+        ([("Mul", "k1"), ("Add", "k2")], (6, 1, 1)),  # Caffe2 scale and shift
+        ([("Sub", "k1"), ("BatchNormalization", None), ("Mul", "k2")], ()),  # scalars
+    ],
+)
+def test_chain_of_affine_steps_folds_into_conv(steps, const_shape):
+    net, params, feeds = _conv_chain_net(steps, const_shape)
+    out, new_params = fold_batch_norm(net, params)
+    assert [op.type for op in out.op] == ["Conv", "Relu"]
+    assert out.op[0].output[0] == out.op[1].input[0] == f"h{len(steps)}"
+    np.testing.assert_allclose(
+        run(out, {**feeds, **new_params})[0], run(net, {**feeds, **params})[0], atol=1e-4
+    )
+
+
+@pytest.mark.parametrize("const_shape", [(6, 1), (2, 6, 1, 1), (1, 1, 5, 1), (1, 6, 1, 1, 1)])
+def test_constants_that_are_not_per_channel_stay(const_shape):
+    net, params, _ = _conv_chain_net([("Mul", "k1")], const_shape)
+    out, _ = fold_batch_norm(net, params)
+    assert [op.type for op in out.op] == ["Conv", "Mul", "Relu"]
+
+
+def test_chain_stops_at_a_second_reader_and_at_constant_on_the_left_of_sub():
+    net, params, feeds = _conv_chain_net([("Mul", "k1"), ("Add", "k2")])
+    net.op.append(op_def("Relu", ["h1"], ["z"]))  # h1 (after Mul) read twice
+    net.external_output.append("z")
+    out, new_params = fold_batch_norm(net, params)
+    assert [op.type for op in out.op] == ["Conv", "Add", "Relu", "Relu"]
+    before, after = run(net, {**feeds, **params}), run(out, {**feeds, **new_params})
+    for a, b in zip(after, before):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+    net, params, _ = _conv_chain_net([("Sub", "k1")])
+    net.op[1].input[:] = ["k1", "h0"]  # k1 - h: not s * h + t with s = 1
+    out, _ = fold_batch_norm(net, params)
+    assert [op.type for op in out.op] == ["Conv", "Sub", "Relu"]
