@@ -100,7 +100,7 @@ def max_pool_cpu(
     if not (len(output_mask) > 1 and output_mask[1]):
         best = window_reduce(x.astype(work, copy=False), win, np.maximum, lowest(work))
         return best.astype(x.dtype, copy=False), None
-    best, arg = window_max(max_slices(x.astype(work, copy=False), win), with_arg=True)
+    best, arg = window_max(max_slices(x.astype(work, copy=False), win))
     return best.astype(x.dtype, copy=False), _flat_indices(arg, win, x.shape, storage_order)
 
 
@@ -114,14 +114,13 @@ def lowest(dtype: np.dtype) -> float:
     return -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
 
 
-def window_max(slices: list[np.ndarray], with_arg: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The max over the K `slices` and, if asked, the index of the first max (in the smallest
-    integer type that holds K - 1)."""
+def window_max(slices: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The max over the K `slices` and the index of the first max (in the smallest integer
+    type that holds K - 1). Without indices, MaxPool uses window.window_reduce instead."""
     best = slices[0].copy()
-    arg = np.zeros(best.shape, np.min_scalar_type(len(slices) - 1)) if with_arg else None
+    arg = np.zeros(best.shape, np.min_scalar_type(len(slices) - 1))
     for j, values in enumerate(slices[1:], 1):
-        if with_arg:
-            np.putmask(arg, values > best, j)  # strictly greater: the first max wins
+        np.putmask(arg, values > best, j)  # strictly greater: the first max wins
         np.maximum(best, values, out=best)
     return best, arg
 
