@@ -29,9 +29,10 @@ def optimize_for_inference(
     net: NetDef, workspace: Workspace, *, params_are_constant: bool = False
 ) -> NetDef:
     """The inference-safe passes for a net whose parameters are in `workspace`:
-    BatchNormalization folding and Relu fusion (which rewrite parameters in the
-    workspace), then constant folding, CSE and dead-code elimination, then elementwise
-    fusion and blob sharing (intermediates renamed; inputs, outputs, workspace blobs kept).
+    BatchNormalization folding, Relu fusion and Winograd convs (which rewrite or add
+    parameters in the workspace), then constant folding, CSE and dead-code elimination,
+    then elementwise fusion and blob sharing (intermediates renamed; inputs, outputs,
+    workspace blobs kept).
 
     Args:
         params_are_constant: fold ops on the workspace's blobs too. Off by default, since
@@ -43,6 +44,7 @@ def optimize_for_inference(
         fuse_activation,
         fuse_elementwise,
         share_blobs,
+        winograd_convs,
     )
     from netbrew.netdef.passes import optimize as run_passes
 
@@ -55,10 +57,11 @@ def optimize_for_inference(
         net = _precompute(net, workspace)
     params = {b: workspace.fetch_blob(b) for b in workspace.blobs()}
     net, new_params = fold_batch_norm(net, params)
+    net, new_params = winograd_convs(fuse_activation(net), new_params)
     for name, value in new_params.items():
-        if params.get(name) is not value:  # only the rewritten weights
+        if params.get(name) is not value:  # only the rewritten or added weights
             workspace.feed_blob(name, value)
-    net = fuse_elementwise(run_passes(fuse_activation(net), level=1))
+    net = fuse_elementwise(run_passes(net, level=1))
     return share_blobs(net, keep=workspace.blobs())
 
 

@@ -22,6 +22,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     control_flow,
     conv,
     conv_transpose,
+    conv_winograd,
     cumulative,
     deform_conv,
     einsum,

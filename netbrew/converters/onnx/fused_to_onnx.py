@@ -1,5 +1,6 @@
 """ONNX export of the fused ops: ConvRelu, GemmRelu and FCRelu become the base op then a
-Relu; FusedElementwise becomes the nodes of its steps.
+Relu; ConvWinograd(Relu) a Conv (then a Relu) on the original weights; FusedElementwise
+becomes the nodes of its steps.
 
 Imported at the end of netbrew.converters.onnx.to_onnx (netbrew.operators.fused cannot
 import the converter registry itself without an import cycle).
@@ -37,6 +38,22 @@ def conv_relu_to_onnx(op: OperatorDef) -> Converted:
     conv = helper.make_node("Conv", list(base.input), [pre], name=op.name or None)
     conv.attribute.extend(helper.make_attribute(k, v) for k, v in args_dict(op.arg).items())
     return Converted([conv, _relu(op, pre)])
+
+
+@to_onnx("ConvWinograd")
+@to_onnx("ConvWinogradRelu")
+def conv_winograd_to_onnx(op: OperatorDef) -> Converted:
+    """ConvWinograd(X, W, U, B) -> Conv(X, W, B), dropping W's transform U; then a Relu
+    for ConvWinogradRelu."""
+    plain = OperatorDef()
+    plain.CopyFrom(op)
+    plain.type = "ConvRelu" if op.type.endswith("Relu") else "Conv"
+    del plain.input[2]
+    if plain.type == "ConvRelu":
+        return conv_relu_to_onnx(plain)
+    conv = helper.make_node("Conv", list(plain.input), list(op.output), name=op.name or None)
+    conv.attribute.extend(helper.make_attribute(k, v) for k, v in args_dict(op.arg).items())
+    return Converted([conv])
 
 
 @to_onnx("GemmRelu")

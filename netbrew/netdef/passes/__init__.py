@@ -14,12 +14,14 @@ from netbrew.netdef.passes.elementwise_fusion import fuse_elementwise
 from netbrew.netdef.passes.fold_batchnorm import fold_batch_norm
 from netbrew.netdef.passes.fusion import fuse_activation
 from netbrew.netdef.passes.memonger import share_blobs
+from netbrew.netdef.passes.winograd import winograd_convs
 from netbrew.proto.netbrew_pb2 import NetDef
 
 
 def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: Iterable[str] = ()):
     """Applies the inference passes: level 0 none; 1 dead code, constant folding and
-    common subexpressions; 2 also BatchNormalization folding and Relu fusion first, then
+    common subexpressions; 2 also BatchNormalization folding, Relu fusion and Winograd
+    convs first, then
     elementwise-chain fusion and, last, blob sharing (memonger). Blob sharing renames
     intermediate blobs, so it runs only on a net that names its external outputs, and it
     keeps those, the external inputs, `params` and `keep` by name.
@@ -27,8 +29,8 @@ def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: I
     Args:
         net: the NetDef (or Net); not modified.
         level: 0, 1 or 2.
-        params: parameter values; constant folding treats them as constants, and BN
-            folding rewrites them.
+        params: parameter values; constant folding treats them as constants, BN folding
+            rewrites them and the Winograd pass adds weight transforms.
         keep: blobs the caller fetches after a run besides the external outputs (level 2).
 
     Returns:
@@ -38,7 +40,7 @@ def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: I
     new_params = dict(params or {})
     if level >= 2:
         out, new_params = fold_batch_norm(out, new_params)
-        out = fuse_activation(out)
+        out, new_params = winograd_convs(fuse_activation(out), new_params)
     if level >= 1:
         out = fold_constants(out, new_params or None)
         out = eliminate_common_subexpressions(out)
@@ -67,4 +69,5 @@ __all__ = [
     "fuse_elementwise",
     "optimize",
     "share_blobs",
+    "winograd_convs",
 ]

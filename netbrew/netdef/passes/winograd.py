@@ -1,0 +1,76 @@
+"""Winograd convolution: stride-1 3x3 Conv/ConvRelu ops with constant weights become
+ConvWinograd/ConvWinogradRelu, which also read the weights' Winograd transform, made here
+once (netbrew.operators.conv_winograd)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netbrew.netdef.args import args_dict
+from netbrew.netdef.passes._graph import copy_net
+from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
+
+WINOGRAD = {"Conv": "ConvWinograd", "ConvRelu": "ConvWinogradRelu"}
+"""Op type -> its Winograd op type."""
+
+MIN_CHANNELS = 64
+"""Convs narrower than this on either side never take the Winograd path (see
+conv_winograd.use_winograd), so they keep their plain op and no transform is stored."""
+
+
+def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
+    """Rewrites `Conv(X, W, B)` as `ConvWinograd(X, W, U, B)` (ConvRelu likewise), with
+    U = winograd_weights(W) added to the params as `<W>__winograd`.
+
+    An op qualifies when it runs on CPU; its weight W is in `params`, written by no op of the
+    net, float32 or float64 and (M, C, 3, 3) with M and C at least MIN_CHANNELS; and it is
+    ungrouped, undilated and stride 1. The new op takes the Winograd path only where it pays
+    for the image size met at run time, and runs as Conv elsewhere, with the same results
+    up to rounding (a few ulps).
+
+    Args:
+        net: the NetDef; not modified.
+        params: parameter values by name; not modified.
+
+    Returns:
+        (new NetDef, new params): the params gain one transform per distinct weight.
+    """
+    from netbrew.operators.conv_winograd import winograd_weights  # late: operators import netdef
+
+    written = {name for op in net.op for name in op.output}
+    new_params = dict(params)
+    ops = []
+    for op in net.op:
+        if not _qualifies(op, params, written):
+            ops.append(op)
+            continue
+        name = f"{op.input[1]}__winograd"
+        if name not in new_params:
+            new_params[name] = winograd_weights(np.asarray(params[op.input[1]]))
+        new = OperatorDef()
+        new.CopyFrom(op)
+        new.type = WINOGRAD[op.type]
+        del new.input[:]
+        new.input.extend([op.input[0], op.input[1], name, *op.input[2:]])
+        ops.append(new)
+    return copy_net(net, ops), new_params
+
+
+def _qualifies(op: OperatorDef, params: dict, written: set[str]) -> bool:
+    if op.type not in WINOGRAD or op.device_option.device_type != 0 or len(op.input) < 2:
+        return False
+    weight = op.input[1]
+    if weight not in params or weight in written:
+        return False
+    w = params[weight]
+    if not isinstance(w, np.ndarray) or w.dtype not in (np.float32, np.float64):
+        return False
+    if w.ndim != 4 or w.shape[2:] != (3, 3) or min(w.shape[:2]) < MIN_CHANNELS:
+        return False
+    args = args_dict(op.arg)
+    return (
+        args.get("group", 1) == 1
+        and all(s == 1 for s in args.get("strides") or ())
+        and all(d == 1 for d in args.get("dilations") or ())
+        and list(args.get("kernel_shape") or (3, 3)) == [3, 3]
+    )

@@ -1,0 +1,257 @@
+"""Winograd F(2x2, 3x3) convolution for stride-1 3x3 convs (Lavin and Gray, 2015).
+
+Each 2x2 block ("tile") of outputs needs a 4x4 patch of the padded input. The patch d goes
+to V = B^T d B and the kernel g to U = G g G^T (both 4x4), the 16 products U * V are summed
+over input channels, which is 16 GEMMs (M, C) x (C, tiles), and Y = A^T (sum) A gives the
+2x2 outputs. That is 16 multiplies per tile and channel pair where the direct conv takes 36:
+2.25x fewer FLOPs, and the input transform writes 4 values per input pixel, not im2col's 9.
+
+The weights' transform U is made once, by the `winograd_convs` pass, and handed to the
+ConvWinograd op in place of the weights (`winograd_weights`); `unwinograd_weights` inverts
+it exactly (G has full column rank), so the op can be exported as a plain Conv.
+
+Layout. The padded input is split into its four (row parity, column parity) phases, each
+(C, Hq, Wq) flattened to (C, Hq * Wq): tile (r, s) then reads its 4 patch rows from the
+phases' flat positions r * Wq + s and r * Wq + s + Wq, and its patch columns at offsets 0 and
+1 from there, so the transforms are whole-array adds over long contiguous runs, done a strip
+of tile rows at a time so that the 16 (C, strip) and (M, strip) blocks stay in cache. Each
+strip carries one unused tile column per row (s = Wq - 1), dropped when the outputs are
+written.
+
+Rounding: the transforms add and subtract (and halve, in U), so results differ from the
+direct conv by a few ulps of the sum of |products| (measured 8e-7 relative in float32).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netbrew.operators import conv
+from netbrew.operators.schema import get_schema, kernel, no_gradient, schema
+from netbrew.operators.window import make_window, scratch
+from netbrew.operators.zeros import relu as relu_into
+
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+_G_PINV = np.linalg.pinv(_G)  # (3, 4); _G_PINV @ _G is the identity
+
+STRIP_ELEMENTS = 1 << 20
+"""About how many values each strip's 16 transformed blocks hold (4 MiB of float32)."""
+STRIP_MIN_TILES = 4096
+"""Strips hold at least this many tiles: narrower GEMMs run below BLAS's peak (measured:
+whole 56x56 images beat strips of 256 or 1024 tiles), so only big images are split."""
+
+for _fused in ("ConvWinograd", "ConvWinogradRelu"):
+    _conv = get_schema("Conv")
+    schema(
+        _fused,
+        inputs=["X", "W", "U", "B?"],
+        outputs=["Y"],
+        attrs=dict(_conv.attrs),
+        dtypes=dict(_conv.dtypes),
+        onnx=False,
+        infer=_conv.infer,
+        doc="Conv(X, W, B)"
+        + (" then Relu" if _fused.endswith("Relu") else "")
+        + ", where U = winograd_weights(W) (16, M, C) is W's Winograd F(2x2, 3x3) transform; "
+        "stride-1 3x3 convs on large enough images run through U (see conv_winograd), the "
+        "rest as Conv does. Made by the winograd_convs pass; exported as Conv",
+    )
+    no_gradient(_fused, "inference-only op made by the winograd_convs pass")
+
+
+def use_winograd(channels: int, out_channels: int, out_shape: tuple[int, ...]) -> bool:
+    """Whether the Winograd path beats im2col for a stride-1 3x3 conv with this output
+    (Ho, Wo). Measured op by op inside whole models: it pays once the 16 GEMMs are big,
+    C * M * tiles >= 2^23 (every VGG-19 conv but the first: 1.23x faster in all), and not
+    on ResNet-50's or Inception's (C * M * tiles up to 4.8M, even or up to 1.3x slower)."""
+    tiles = ((out_shape[0] + 1) // 2) * ((out_shape[1] + 1) // 2)
+    return min(channels, out_channels) >= 64 and channels * out_channels * tiles >= 1 << 23
+
+
+def transform_matches(w: np.ndarray, u: np.ndarray, samples: int = 16) -> bool:
+    """A cheap check that u is still w's transform (so a weight fed after the pass ran is
+    not paired with a stale U): U's corner entries are w's corner taps exactly, compared at
+    `samples` channel pairs spread over (M, C)."""
+    m, c = w.shape[:2]
+    flat = np.linspace(0, m * c - 1, min(samples, m * c)).astype(np.intp)
+    rows, cols = np.divmod(flat, c)
+    return all(
+        np.array_equal(u[k, rows, cols], w[rows, cols, i, j].astype(u.dtype))
+        for k, i, j in ((0, 0, 0), (3, 0, 2), (12, 2, 0), (15, 2, 2))
+    )
+
+
+def winograd_pads(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: dict):
+    """The (top, left, bottom, right) pads of a Conv with these attributes when it is a
+    2-D, ungrouped, stride-1, undilated 3x3 conv with no cropping, else None."""
+    if len(x_shape) != 4 or tuple(w_shape[2:]) != (3, 3) or attrs.get("group", 1) != 1:
+        return None
+    if any(v != 1 for v in attrs.get("strides") or ()) or any(
+        v != 1 for v in attrs.get("dilations") or ()
+    ):
+        return None
+    win = make_window(
+        x_shape[2:], (3, 3), None, None, attrs.get("pads"), attrs.get("auto_pad", "NOTSET")
+    )
+    if min(win.begin + win.end) < 0:
+        return None
+    return (win.begin[0], win.begin[1], win.end[0], win.end[1]), win.out
+
+
+def _winograd_kernel(relu: bool):
+    def run(x, w, u, b=None, **attrs):
+        found = winograd_pads(x.shape, w.shape, attrs)
+        if (
+            found is not None
+            and x.dtype == u.dtype
+            and x.dtype in (np.float32, np.float64)
+            and u.shape == (16, *w.shape[:2])
+            and x.shape[1] == w.shape[1]
+            and use_winograd(w.shape[1], w.shape[0], found[1])
+            and transform_matches(w, u)
+        ):
+            bias = None if b is None else b.astype(x.dtype, copy=False)
+            return (winograd_correlate(x, u, found[0], bias, relu),)
+        (y,) = conv.conv_cpu(x, w, b, **attrs)
+        if relu:
+            y = relu_into(y, out=y) if y.flags.writeable else relu_into(y)
+        return (y,)
+
+    return run
+
+
+kernel("ConvWinograd")(_winograd_kernel(False))
+kernel("ConvWinogradRelu")(_winograd_kernel(True))
+
+
+def winograd_weights(w: np.ndarray) -> np.ndarray:
+    """The transformed kernel U (16, M, C) of 3x3 weights w (M, C, 3, 3): U[4i + j] is the
+    (i, j) entry of G g G^T for every (output, input) channel pair. Computed in float64,
+    returned in w's dtype."""
+    if w.ndim != 4 or w.shape[2:] != (3, 3):
+        raise ValueError(f"winograd_weights: expected weights (M, C, 3, 3), got {w.shape}")
+    u = np.einsum("ia,mcab,jb->ijmc", _G, w.astype(np.float64), _G)
+    return np.ascontiguousarray(u.reshape(16, *w.shape[:2]).astype(w.dtype))
+
+
+def unwinograd_weights(u: np.ndarray) -> np.ndarray:
+    """The 3x3 weights (M, C, 3, 3) whose `winograd_weights` are u (16, M, C)."""
+    if u.ndim != 3 or u.shape[0] != 16:
+        raise ValueError(f"unwinograd_weights: expected (16, M, C), got {u.shape}")
+    u4 = u.astype(np.float64).reshape(4, 4, *u.shape[1:])
+    return np.einsum("ai,ijmc,bj->mcab", _G_PINV, u4, _G_PINV).astype(u.dtype)
+
+
+def winograd_correlate(
+    x: np.ndarray,
+    u: np.ndarray,
+    pads: tuple[int, int, int, int],
+    bias: np.ndarray | None = None,
+    relu: bool = False,
+) -> np.ndarray:
+    """The stride-1 3x3 convolution of x (N, C, H, W) whose transformed weights are u
+    (16, M, C), with pads (top, left, bottom, right) >= 0, plus `bias` (M,) and then Relu
+    if asked: (N, M, H + top + bottom - 2, W + left + right - 2)."""
+    batch, channels, height, width = x.shape
+    m = u.shape[1]
+    top, left, bottom, right = pads
+    ho, wo = height + top + bottom - 2, width + left + right - 2
+    th, tw = (ho + 1) // 2, (wo + 1) // 2  # tile rows and columns
+    hq, wq = th + 2, tw + 1  # phase rows (one spare for the last strip's reads) and columns
+    y = np.empty((batch, m, ho, wo), x.dtype)
+    rows = max(-(-STRIP_MIN_TILES // wq), STRIP_ELEMENTS // (16 * max(channels, m) * wq))
+    rows = min(th, rows)
+    for n in range(batch):
+        phases = _phases(x[n], top, left, hq, wq)
+        for r0 in range(0, th, rows):
+            r1 = min(th, r0 + rows)
+            block = _transform_input(phases, r0 * wq, (r1 - r0) * wq, wq)
+            prods = np.matmul(u, block, out=scratch("wino_m", (16, m, block.shape[2]), x.dtype))
+            _write_outputs(prods, y[n], r0, r1, wq, bias, relu)
+    return y
+
+
+def _phases(x: np.ndarray, top: int, left: int, hq: int, wq: int) -> np.ndarray:
+    """The padded image's four phases, (2, 2, C, Hq * Wq): [a, b, c, q * Wq + s] is padded
+    pixel (2q + a, 2s + b) of channel c, zero outside x."""
+    channels, height, width = x.shape
+    out = scratch("wino_phases", (2, 2, channels, hq, wq), x.dtype)
+    for a in (0, 1):
+        i0 = (a - top) % 2  # first input row that lands in row phase a
+        q0, nq = (i0 + top - a) // 2, len(range(i0, height, 2))
+        for b in (0, 1):
+            j0 = (b - left) % 2
+            s0, ns = (j0 + left - b) // 2, len(range(j0, width, 2))
+            p = out[a, b]
+            p[:, :q0] = 0
+            p[:, q0 + nq :] = 0
+            p[:, q0 : q0 + nq, :s0] = 0
+            p[:, q0 : q0 + nq, s0 + ns :] = 0
+            p[:, q0 : q0 + nq, s0 : s0 + ns] = x[:, i0::2, j0::2]
+    return out.reshape(2, 2, channels, hq * wq)
+
+
+def _transform_input(phases: np.ndarray, start: int, length: int, wq: int) -> np.ndarray:
+    """B^T d B for the tiles at flat positions start .. start + length: (16, C, length)."""
+    channels = phases.shape[2]
+    dtype = phases.dtype
+    # Rows: d0..d3 are phase rows (0, r), (1, r), (0, r + 1), (1, r + 1); one extra column
+    # for the column step's + 1 reads.
+    rows = scratch("wino_rows", (4, 2, channels, length + 1), dtype)
+    for b in (0, 1):
+        lo, hi = start, start + length + 1
+        d0, d1 = phases[0, b, :, lo:hi], phases[1, b, :, lo:hi]
+        d2, d3 = phases[0, b, :, lo + wq : hi + wq], phases[1, b, :, lo + wq : hi + wq]
+        np.subtract(d0, d2, out=rows[0, b])
+        np.add(d1, d2, out=rows[1, b])
+        np.subtract(d2, d1, out=rows[2, b])
+        np.subtract(d1, d3, out=rows[3, b])
+    block = scratch("wino_v", (4, 4, channels, length), dtype)
+    for i in range(4):
+        e0, e1 = rows[i, 0, :, :length], rows[i, 1, :, :length]
+        e2, e3 = rows[i, 0, :, 1:], rows[i, 1, :, 1:]
+        np.subtract(e0, e2, out=block[i, 0])
+        np.add(e1, e2, out=block[i, 1])
+        np.subtract(e2, e1, out=block[i, 2])
+        np.subtract(e1, e3, out=block[i, 3])
+    return block.reshape(16, channels, length)
+
+
+def _write_outputs(
+    prods: np.ndarray,
+    y: np.ndarray,
+    r0: int,
+    r1: int,
+    wq: int,
+    bias: np.ndarray | None,
+    relu: bool,
+) -> None:
+    """A^T (sum) A for the strip of tile rows r0..r1, into y (M, Ho, Wo) with its bias and
+    Relu: output pixel (2r + a, 2s + b) is entry (a, b) of tile (r, s)."""
+    m, length = prods.shape[1:]
+    ho, wo = y.shape[1:]
+    p = prods.reshape(4, 4, m, length)
+    half = scratch("wino_t", (2, 4, m, length), prods.dtype)
+    for j in range(4):
+        np.add(p[0, j], p[1, j], out=half[0, j])
+        half[0, j] += p[2, j]
+        np.subtract(p[1, j], p[2, j], out=half[1, j])
+        half[1, j] -= p[3, j]
+    tile = scratch("wino_out", (m, length), prods.dtype)
+    for a in (0, 1):
+        t = half[a]
+        n_rows = len(range(2 * r0 + a, min(2 * r1, ho), 2))
+        for b in (0, 1):
+            if b == 0:
+                np.add(t[0], t[1], out=tile)
+                tile += t[2]
+            else:
+                np.subtract(t[1], t[2], out=tile)
+                tile -= t[3]
+            if bias is not None:
+                tile += bias.reshape(m, 1)
+            if relu:
+                relu_into(tile, out=tile)
+            n_cols = len(range(b, wo, 2))
+            src = tile.reshape(m, r1 - r0, wq)[:, :n_rows, :n_cols]
+            y[:, 2 * r0 + a : 2 * r0 + a + 2 * n_rows : 2, b::2] = src

@@ -1,0 +1,113 @@
+"""winograd_convs turns qualifying 3x3 convs into ConvWinograd ops with the same numbers."""
+
+import numpy as np
+import pytest
+from _nets import assert_same, count, run
+
+from netbrew.executor.predictor import Predictor
+from netbrew.netdef import op_def
+from netbrew.netdef.passes import optimize, winograd_convs
+from netbrew.operators import conv_winograd as cw
+from netbrew.proto.netbrew_pb2 import NetDef
+
+
+@pytest.fixture
+def always(monkeypatch):
+    """Take the Winograd path at every image size (the tests' images are small)."""
+    calls = []
+    real = cw.winograd_correlate
+    monkeypatch.setattr(cw, "use_winograd", lambda *a: True)
+    monkeypatch.setattr(cw, "winograd_correlate", lambda *a: calls.append(a[1].shape) or real(*a))
+    return calls
+
+
+def _net():
+    rng = np.random.default_rng(0)
+
+    def w(*shape):
+        return (rng.normal(size=shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+
+    params = {
+        "w1": w(64, 3, 3, 3),  # 3 input channels: too narrow
+        "w2": w(64, 64, 3, 3),
+        "b2": w(64),
+        "w3": w(64, 64, 3, 3),
+        "w4": w(64, 64, 1, 1),  # 1x1
+        "w5": w(64, 32, 3, 3),  # grouped
+    }
+    net = NetDef(name="n", external_input=["x", *params], external_output=["y"])
+    net.op.extend(
+        [
+            op_def("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+            op_def("Conv", ["c1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+            op_def("Relu", ["c2"], ["r2"]),
+            op_def("Conv", ["r2", "w3"], ["c3"], pads=[0, 1, 2, 1]),
+            op_def("Conv", ["c3", "w3"], ["c4"], strides=[2, 2]),  # strided: stays Conv
+            op_def("Conv", ["c4", "w4"], ["c5"]),
+            op_def("Conv", ["c5", "w5"], ["c6"], group=2, pads=[1, 1, 1, 1]),
+            op_def("Conv", ["c6", "w2", "b2"], ["y"], auto_pad="SAME_LOWER"),
+        ]
+    )
+    feeds = {"x": rng.normal(size=(2, 3, 10, 9)).astype(np.float32)}
+    return net, params, feeds
+
+
+def test_qualifying_convs_become_winograd_with_the_same_numbers(always):
+    net, params, feeds = _net()
+    before = net.SerializeToString()
+    out, new_params = winograd_convs(net, params)
+    assert net.SerializeToString() == before  # input untouched
+    assert [op.type for op in out.op] == [
+        "Conv",
+        "ConvWinograd",
+        "Relu",
+        "ConvWinograd",
+        "Conv",
+        "Conv",
+        "Conv",
+        "ConvWinograd",
+    ]
+    assert list(out.op[1].input) == ["c1", "w2", "w2__winograd", "b2"]
+    assert set(new_params) - set(params) == {"w2__winograd", "w3__winograd"}  # one per weight
+    np.testing.assert_array_equal(new_params["w2__winograd"], cw.winograd_weights(params["w2"]))
+    assert_same(net, out, {**feeds, **new_params}, atol=1e-4)
+    assert len(always) == 3  # each Winograd op took the Winograd path
+
+
+def test_optimize_fuses_the_relu_first(always):
+    net, params, feeds = _net()
+    out, new_params = optimize(net, level=2, params=params)
+    assert count(out, "ConvWinogradRelu") == 1 and count(out, "Relu") == 0
+    (want,) = run(net, {**feeds, **params})
+    (got,) = run(out, {**feeds, **new_params})
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_weights_the_net_writes_are_left_alone():
+    net, params, _ = _net()
+    net.op.insert(0, op_def("Scale", ["w2"], ["w2"], scale=2.0))  # w2 is not a constant
+    out, new_params = winograd_convs(net, params)
+    assert [op.input[1] for op in out.op if op.type == "ConvWinograd"] == ["w3"]
+    assert "w2__winograd" not in new_params
+    out, _ = winograd_convs(net, {k: v.astype(np.float16) for k, v in params.items()})
+    assert count(out, "ConvWinograd") == 0  # float16 weights: no transform
+
+
+def test_predictor_runs_winograd_and_survives_a_fed_weight(always):
+    net, params, feeds = _net()
+    init = NetDef(name="init")
+    for name, value in params.items():
+        init.op.append(
+            op_def("GivenTensorFill", [], [name], shape=list(value.shape), values=value.ravel())
+        )
+    (want,) = run(net, {**feeds, **params})
+    predictor = Predictor(init, net)
+    assert any(op.type.startswith("ConvWinograd") for op in predictor.predict_net.op)
+    (got,) = predictor.run(feeds).values()
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+    assert always
+    # a weight fed with the data no longer matches its transform: that conv runs as Conv
+    w3 = params["w3"] * -1.5
+    (want,) = run(net, {**feeds, **params, "w3": w3})
+    (got,) = predictor.run({**feeds, "w3": w3}).values()
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)

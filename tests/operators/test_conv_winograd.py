@@ -1,0 +1,138 @@
+"""Winograd F(2x2, 3x3) convolution and the ConvWinograd ops, against the direct Conv."""
+
+import numpy as np
+import onnx
+import pytest
+
+from netbrew.converters.onnx.to_onnx import CONVERTERS
+from netbrew.netdef import op_def
+from netbrew.operators import GRADIENTS, NoGradient
+from netbrew.operators import conv_winograd as cw
+from netbrew.testing import rand, run_op
+
+SHAPES = [  # (N, C, H, W), M, pads (top, left, bottom, right)
+    ((1, 3, 8, 8), 4, (1, 1, 1, 1)),
+    ((2, 5, 7, 9), 3, (1, 1, 1, 1)),  # odd output sizes: half-used edge tiles
+    ((1, 4, 6, 5), 2, (0, 0, 0, 0)),
+    ((1, 2, 6, 6), 3, (2, 0, 0, 2)),  # asymmetric pads
+    ((1, 3, 3, 3), 2, (0, 1, 0, 1)),  # a single output row
+    ((1, 6, 11, 4), 5, (3, 2, 1, 0)),
+]
+
+
+def _direct(x, w, b, pads):
+    top, left, bottom, right = pads
+    (y,) = run_op("Conv", [x, w, b], pads=[top, left, bottom, right])
+    return y
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-5), (np.float64, 1e-12)])
+@pytest.mark.parametrize("x_shape, m, pads", SHAPES)
+def test_winograd_matches_direct_conv(x_shape, m, pads, dtype, tol):
+    x = rand(*x_shape, seed=1, dtype=dtype)
+    w = rand(m, x_shape[1], 3, 3, seed=2, dtype=dtype)
+    b = rand(m, seed=3, dtype=dtype)
+    want = _direct(x, w, b, pads)
+    u = cw.winograd_weights(w)
+    assert u.shape == (16, m, x_shape[1]) and u.dtype == dtype
+    got = cw.winograd_correlate(x, u, pads, b)
+    assert got.shape == want.shape and got.dtype == dtype
+    np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
+    relu = cw.winograd_correlate(x, u, pads, None, relu=True)
+    np.testing.assert_allclose(relu, np.maximum(want - b.reshape(-1, 1, 1), 0), atol=tol)
+
+
+def test_strips_give_the_same_result(monkeypatch):
+    """A big image runs a strip of tile rows at a time; force strips of one and two rows."""
+    x, w, b = rand(2, 4, 13, 10, seed=4), rand(3, 4, 3, 3, seed=5), rand(3, seed=6)
+    u = cw.winograd_weights(w)
+    whole = cw.winograd_correlate(x, u, (1, 1, 1, 1), b, relu=True)
+    for rows in (1, 2):
+        monkeypatch.setattr(cw, "STRIP_MIN_TILES", rows * 6)  # 6 tiles (5 + 1 spare) a row
+        monkeypatch.setattr(cw, "STRIP_ELEMENTS", 0)
+        np.testing.assert_allclose(cw.winograd_correlate(x, u, (1, 1, 1, 1), b, True), whole)
+    np.testing.assert_allclose(whole, np.maximum(_direct(x, w, b, (1, 1, 1, 1)), 0), atol=2e-5)
+
+
+def test_weight_transform_inverts_exactly():
+    w = rand(5, 7, 3, 3, seed=7, dtype=np.float64)
+    u = cw.winograd_weights(w)
+    np.testing.assert_allclose(cw.unwinograd_weights(u), w, atol=1e-14)
+    assert cw.transform_matches(w, u)
+    assert not cw.transform_matches(w + 1, u)
+    with pytest.raises(ValueError, match=r"expected weights \(M, C, 3, 3\), got \(5, 7, 5, 5\)"):
+        cw.winograd_weights(rand(5, 7, 5, 5))
+    with pytest.raises(ValueError, match=r"expected \(16, M, C\), got \(9, 5, 7\)"):
+        cw.unwinograd_weights(rand(9, 5, 7))
+
+
+def test_use_winograd_rule():
+    assert cw.use_winograd(256, 256, (56, 56))  # VGG-19's middle convs
+    assert cw.use_winograd(64, 64, (224, 224))
+    assert not cw.use_winograd(64, 64, (56, 56))  # ResNet-50's: measured no faster
+    assert not cw.use_winograd(512, 512, (7, 7))
+    assert not cw.use_winograd(32, 4096, (224, 224))  # too few channels on one side
+
+
+@pytest.mark.parametrize("op_type", ["ConvWinograd", "ConvWinogradRelu"])
+@pytest.mark.parametrize("forced", [True, False])
+def test_op_equals_conv_on_both_paths(op_type, forced, monkeypatch):
+    """The op runs the Winograd path where `use_winograd` says, Conv elsewhere: same numbers."""
+    calls = []
+    real = cw.winograd_correlate
+    monkeypatch.setattr(cw, "use_winograd", lambda *a: forced)
+    monkeypatch.setattr(cw, "winograd_correlate", lambda *a: calls.append(1) or real(*a))
+    x, w, b = rand(2, 4, 9, 8, seed=8), rand(6, 4, 3, 3, seed=9), rand(6, seed=10)
+    want = _direct(x, w, b, (1, 1, 1, 1))
+    if op_type.endswith("Relu"):
+        want = np.maximum(want, 0)
+    (got,) = run_op(op_type, [x, w, cw.winograd_weights(w), b], pads=[1, 1, 1, 1])
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    assert len(calls) == int(forced)
+    (same,) = run_op(op_type, [x, w, cw.winograd_weights(w)], auto_pad="SAME_UPPER")
+    (want_same,) = run_op("Conv", [x, w], auto_pad="SAME_UPPER")
+    if op_type.endswith("Relu"):
+        want_same = np.maximum(want_same, 0)
+    np.testing.assert_allclose(same, want_same, atol=2e-5)
+
+
+def test_stale_transform_falls_back_to_the_weights(monkeypatch):
+    """A weight fed after the pass made U no longer matches it: the op runs as Conv."""
+    monkeypatch.setattr(cw, "use_winograd", lambda *a: True)
+    x, w, b = rand(1, 4, 8, 8, seed=11), rand(5, 4, 3, 3, seed=12), rand(5, seed=13)
+    old_u = cw.winograd_weights(rand(5, 4, 3, 3, seed=14))
+    (got,) = run_op("ConvWinograd", [x, w, old_u, b], pads=[1, 1, 1, 1])
+    np.testing.assert_allclose(got, _direct(x, w, b, (1, 1, 1, 1)), atol=2e-5)
+
+
+def test_strided_or_grouped_attrs_run_as_conv(monkeypatch):
+    monkeypatch.setattr(cw, "use_winograd", lambda *a: True)
+    x, w = rand(1, 4, 9, 9, seed=15), rand(4, 4, 3, 3, seed=16)
+    u = cw.winograd_weights(w)
+    for attrs in ({"strides": [2, 2]}, {"dilations": [2, 2]}, {"pads": [0, 0, 0, 0]}):
+        (got,) = run_op("ConvWinograd", [x, w, u], **attrs)
+        np.testing.assert_allclose(got, run_op("Conv", [x, w], **attrs)[0], atol=2e-5)
+
+
+def test_bad_input_names_the_op():
+    from netbrew.errors import OperatorError
+
+    x, w = rand(1, 3, 8, 8), rand(4, 4, 3, 3)
+    with pytest.raises(
+        OperatorError, match=r"ConvWinograd.*input X has C=3 channels but W expects"
+    ):
+        run_op("ConvWinograd", [x, w, cw.winograd_weights(w)], pads=[1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("op_type", ["ConvWinograd", "ConvWinogradRelu"])
+def test_no_gradient_and_export_as_conv(op_type):
+    assert isinstance(GRADIENTS[op_type], NoGradient)
+    op = op_def(op_type, ["x", "w", "w__winograd", "b"], ["y"], pads=[1, 1, 1, 1])
+    nodes = CONVERTERS[op_type](op).nodes
+    assert nodes[0].op_type == "Conv" and list(nodes[0].input) == ["x", "w", "b"]
+    assert [n.op_type for n in nodes] == (
+        ["Conv", "Relu"] if op_type.endswith("Relu") else ["Conv"]
+    )
+    assert nodes[-1].output == ["y"]
+    for node in nodes:
+        onnx.checker.check_node(node)
