@@ -164,6 +164,10 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         refuse_file_ops(init_net, "bench")
         ws.run_net_once(init_net)
     refuse_file_ops(net, "bench")
+    if ns.optimize:  # profile the net Predictor would run
+        from netbrew.executor.predictor import optimize_for_inference
+
+        net = optimize_for_inference(net, ws)
     shapes = dict(_parse_shape(i) for i in ns.input)
     unknown = [n for n in shapes if n not in net.external_input]
     if unknown:
@@ -191,7 +195,8 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     ws.create_net(net)
     ws.run_net(net.name)  # warm-up, not profiled
     print(
-        f"net {net.name or '<unnamed>'}: {len(net.op)} ops, {ns.iters} runs, "
+        f"net {net.name or '<unnamed>'}: {len(net.op)} ops"
+        f"{' after the inference passes' if ns.optimize else ''}, {ns.iters} runs, "
         f"random inputs {', '.join(fed) or 'none'}"
     )
     ws.run_net(net.name, num_iter=ns.iters, profile=True)
@@ -235,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--input", action="append", default=[], help="NAME=1x3x224x224 (default: value_info)"
     )
     bench.add_argument("--iters", type=int, default=10, help="profiled runs (default 10)")
+    bench.add_argument(
+        "--no-optimize",
+        dest="optimize",
+        action="store_false",
+        help="profile the net as given, without the inference passes Predictor applies",
+    )
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -21,16 +21,30 @@ def table_ops(text: str) -> dict[str, list[str]]:
     rows = {}
     for line in text.splitlines():
         parts = line.split()
-        if parts and parts[0] in ("Conv", "Relu", "MaxPool", "FC", "Softmax", "Gemm", "MatMul"):
+        if parts and parts[0] in (
+            *("Conv", "ConvRelu", "Relu", "MaxPool", "FC", "Softmax", "Gemm", "MatMul"),
+        ):
             rows[parts[0]] = parts
     return rows
 
 
 def test_bench_model_folder(model_dir, capsys):
+    """By default the table is of the net Predictor runs: Conv + Relu fused into ConvRelu."""
     assert main(["bench", str(model_dir), "--input", "data=2x1x6x6", "--iters", "3"]) == 0
     out = capsys.readouterr().out
-    assert "net demo: 5 ops, 3 runs, random inputs data=2x1x6x6" in out
+    assert "net demo: 4 ops after the inference passes, 3 runs, random inputs data=2x1x6x6" in out
     assert "GFLOP/s" in out
+    rows = table_ops(out)
+    assert set(rows) == {"ConvRelu", "MaxPool", "FC", "Softmax"}
+    assert rows["ConvRelu"][1] == "3" and float(rows["ConvRelu"][4]) > 0
+    assert rows["MaxPool"][4] == "-"
+
+
+def test_bench_no_optimize_profiles_the_net_as_given(model_dir, capsys):
+    args = ["bench", str(model_dir), "--input", "data=2x1x6x6", "--iters", "3", "--no-optimize"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "net demo: 5 ops, 3 runs, random inputs data=2x1x6x6" in out
     rows = table_ops(out)
     assert set(rows) == {"Conv", "Relu", "MaxPool", "FC", "Softmax"}
     assert rows["Conv"][1] == "3" and float(rows["Conv"][4]) > 0

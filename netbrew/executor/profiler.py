@@ -1,8 +1,8 @@
 """Per-op timing of net runs: `Workspace.run_net(name, profile=True)` returns a Profile.
 
 Each op's `run` is timed with `time.perf_counter`; times are summed per op type. For the
-ops whose cost is mostly multiply-adds (Conv, Gemm, MatMul, FC) the FLOPs are computed
-from the blob shapes, so the table also gives GFLOP/s.
+ops whose cost is mostly multiply-adds (Conv, Gemm, MatMul, FC and their fused forms) the
+FLOPs are computed from the blob shapes, so the table also gives GFLOP/s.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ def _shape(blobs: MutableMapping[str, Any], name: str) -> tuple[int, ...] | None
 
 def op_flops(op: CompiledOp, blobs: MutableMapping[str, Any]) -> float | None:
     """Multiply-add FLOPs (2 per MAC) of one run of `op`, from the shapes in `blobs`;
-    None for op types not counted or when a shape is missing."""
-    kind = op.op.type
+    None for op types not counted or when a shape is missing. The fused and Winograd forms
+    (ConvRelu, ConvWinograd, GemmRelu, ...) count as their base op: for Winograd, the
+    direct conv's FLOPs, so GFLOP/s compares with it."""
+    kind = op.op.type.removesuffix("Relu").removesuffix("Winograd")
     if kind not in ("Conv", "Gemm", "MatMul", "FC"):
         return None
     a = _shape(blobs, op.inputs[0]) if op.inputs else None

@@ -33,13 +33,15 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
         params: parameter values by name; not modified.
 
     Returns:
-        (new NetDef, new params): the params gain one transform per distinct weight.
+        (new NetDef, new params): the params gain one transform per distinct weight, and
+        the net's external inputs gain the transforms of the weights among them.
     """
     from netbrew.operators.conv_winograd import winograd_weights  # late: operators import netdef
 
     written = {name for op in net.op for name in op.output}
     new_params = dict(params)
     ops = []
+    added: list[str] = []
     for op in net.op:
         if not _qualifies(op, params, written):
             ops.append(op)
@@ -47,13 +49,17 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
         name = f"{op.input[1]}__winograd"
         if name not in new_params:
             new_params[name] = winograd_weights(np.asarray(params[op.input[1]]))
+            if op.input[1] in net.external_input:
+                added.append(name)
         new = OperatorDef()
         new.CopyFrom(op)
         new.type = WINOGRAD[op.type]
         del new.input[:]
         new.input.extend([op.input[0], op.input[1], name, *op.input[2:]])
         ops.append(new)
-    return copy_net(net, ops), new_params
+    out = copy_net(net, ops)
+    out.external_input.extend(added)
+    return out, new_params
 
 
 def _qualifies(op: OperatorDef, params: dict, written: set[str]) -> bool:

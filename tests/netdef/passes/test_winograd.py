@@ -69,6 +69,7 @@ def test_qualifying_convs_become_winograd_with_the_same_numbers(always):
     ]
     assert list(out.op[1].input) == ["c1", "w2", "w2__winograd", "b2"]
     assert set(new_params) - set(params) == {"w2__winograd", "w3__winograd"}  # one per weight
+    assert list(out.external_input) == [*net.external_input, "w2__winograd", "w3__winograd"]
     np.testing.assert_array_equal(new_params["w2__winograd"], cw.winograd_weights(params["w2"]))
     assert_same(net, out, {**feeds, **new_params}, atol=1e-4)
     assert len(always) == 3  # each Winograd op took the Winograd path
