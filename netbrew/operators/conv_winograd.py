@@ -47,9 +47,8 @@ for _fused in ("ConvWinograd", "ConvWinogradRelu"):
         inputs=["X", "W", "U", "B?"],
         outputs=["Y"],
         attrs=dict(_conv.attrs),
-        dtypes=dict(_conv.dtypes),
+        dtypes={0: "float", 1: "float", 2: "float", 3: "float"},
         onnx=False,
-        infer=_conv.infer,
         doc="Conv(X, W, B)"
         + (" then Relu" if _fused.endswith("Relu") else "")
         + ", where U = winograd_weights(W) (16, M, C) is W's Winograd F(2x2, 3x3) transform; "
@@ -107,6 +106,7 @@ def _winograd_kernel(relu: bool):
             and x.dtype in (np.float32, np.float64)
             and u.shape == (16, *w.shape[:2])
             and x.shape[1] == w.shape[1]
+            and (b is None or b.shape == w.shape[:1])
             and use_winograd(w.shape[1], w.shape[0], found[1])
             and transform_matches(w, u)
         ):
