@@ -151,7 +151,8 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     from netbrew.executor.predictor import refuse_file_ops
     from netbrew.netdef.tensor import dtype_of
 
-    if Path(ns.model).suffix.lower() == ".onnx":
+    is_onnx = Path(ns.model).suffix.lower() == ".onnx"
+    if is_onnx:
         from netbrew.converters import onnx as nb_onnx
 
         init_net, net = nb_onnx.import_model(Path(ns.model))
@@ -164,10 +165,10 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         refuse_file_ops(init_net, "bench")
         ws.run_net_once(init_net)
     refuse_file_ops(net, "bench")
-    if ns.optimize:  # profile the net Predictor would run
+    if ns.optimize:  # profile the net Predictor (or, for .onnx, the ONNX backend) would run
         from netbrew.executor.predictor import optimize_for_inference
 
-        net = optimize_for_inference(net, ws)
+        net = optimize_for_inference(net, ws, params_are_constant=is_onnx)
     shapes = dict(_parse_shape(i) for i in ns.input)
     unknown = [n for n in shapes if n not in net.external_input]
     if unknown:
