@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew.operators import conv
+from netbrew.operators.fused import relu_in_place
 from netbrew.operators.schema import get_schema, kernel, no_gradient, schema
 from netbrew.operators.window import make_window, scratch
 from netbrew.operators.zeros import relu as relu_into
@@ -113,9 +114,7 @@ def _winograd_kernel(relu: bool):
             bias = None if b is None else b.astype(x.dtype, copy=False)
             return (winograd_correlate(x, u, found[0], bias, relu),)
         (y,) = conv.conv_cpu(x, w, b, **attrs)
-        if relu:
-            y = relu_into(y, out=y) if y.flags.writeable else relu_into(y)
-        return (y,)
+        return (relu_in_place(y) if relu else y,)
 
     return run
 

@@ -20,8 +20,8 @@ FUSED_RELU: dict[str, str] = {"Conv": "ConvRelu", "Gemm": "GemmRelu", "FC": "FCR
 """Base op type -> its fused-with-Relu op type."""
 
 
-def _relu_in_place(out: np.ndarray) -> np.ndarray:
-    # The base kernels return a fresh array; fall back to a copy for a read-only one.
+def relu_in_place(out: np.ndarray) -> np.ndarray:
+    """Relu over a kernel's fresh output, in place (a copy for a read-only one)."""
     if isinstance(out, np.ndarray) and out.flags.writeable:
         return relu(out, out=out)
     return relu(out)
@@ -45,7 +45,7 @@ def _declare(base: str, fused: str) -> None:
 
     def fused_cpu(*arrays: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
         (out,) = base_kernel(*arrays, **attrs)
-        return (_relu_in_place(out),)
+        return (relu_in_place(out),)
 
     fused_cpu.__name__ = fused_cpu.__qualname__ = f"{fused.lower()}_cpu"
     fused_cpu.__doc__ = f"{base} kernel, then Relu on its output in place."
