@@ -6,17 +6,16 @@ over input channels, which is 16 GEMMs (M, C) x (C, tiles), and Y = A^T (sum) A 
 2x2 outputs. That is 16 multiplies per tile and channel pair where the direct conv takes 36:
 2.25x fewer FLOPs, and the input transform writes 4 values per input pixel, not im2col's 9.
 
-The weights' transform U is made once, by the `winograd_convs` pass, and handed to the
-ConvWinograd op in place of the weights (`winograd_weights`); `unwinograd_weights` inverts
-it exactly (G has full column rank), so the op can be exported as a plain Conv.
+The weights' transform U (`winograd_weights`) is made once, by the `winograd_convs` pass,
+and handed to the ConvWinograd op beside the weights W: the op runs as Conv on W where the
+Winograd path does not pay, and exports as a plain Conv on W.
 
 Layout. The padded input is split into its four (row parity, column parity) phases, each
 (C, Hq, Wq) flattened to (C, Hq * Wq): tile (r, s) then reads its 4 patch rows from the
 phases' flat positions r * Wq + s and r * Wq + s + Wq, and its patch columns at offsets 0 and
-1 from there, so the transforms are whole-array adds over long contiguous runs, done a strip
-of tile rows at a time so that the 16 (C, strip) and (M, strip) blocks stay in cache. Each
-strip carries one unused tile column per row (s = Wq - 1), dropped when the outputs are
-written.
+1 from there, so the transforms are whole-array adds over long contiguous runs. Big images
+go a strip of tile rows at a time, which bounds the scratch blocks. Each strip carries one
+unused tile column per row (s = Wq - 1), dropped when the outputs are written.
 
 Rounding: the transforms add and subtract (and halve, in U), so results differ from the
 direct conv by a few ulps of the sum of |products| (measured 8e-7 relative in float32).
@@ -33,7 +32,10 @@ from netbrew.operators.window import make_window, scratch
 from netbrew.operators.zeros import relu as relu_into
 
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
-_G_PINV = np.linalg.pinv(_G)  # (3, 4); _G_PINV @ _G is the identity
+
+MIN_CHANNELS = 64
+"""Convs narrower than this on either side never take the Winograd path (`use_winograd`),
+so the winograd_convs pass leaves them as they are."""
 
 STRIP_ELEMENTS = 1 << 20
 """About how many values each strip's 16 transformed blocks hold (4 MiB of float32)."""
@@ -65,7 +67,8 @@ def use_winograd(channels: int, out_channels: int, out_shape: tuple[int, ...]) -
     C * M * tiles >= 2^23 (every VGG-19 conv but the first: 1.23x faster in all), and not
     on ResNet-50's or Inception's (C * M * tiles up to 4.8M, even or up to 1.3x slower)."""
     tiles = ((out_shape[0] + 1) // 2) * ((out_shape[1] + 1) // 2)
-    return min(channels, out_channels) >= 64 and channels * out_channels * tiles >= 1 << 23
+    narrow = min(channels, out_channels)
+    return narrow >= MIN_CHANNELS and channels * out_channels * tiles >= 1 << 23
 
 
 def transform_matches(w: np.ndarray, u: np.ndarray, samples: int = 16) -> bool:
@@ -81,14 +84,23 @@ def transform_matches(w: np.ndarray, u: np.ndarray, samples: int = 16) -> bool:
     )
 
 
+def plain_3x3(w_shape: tuple[int, ...], attrs: dict) -> bool:
+    """Whether a Conv with weights of this shape and these attributes is a 2-D, ungrouped,
+    stride-1, undilated 3x3 conv, the kind the Winograd path computes."""
+    return (
+        len(w_shape) == 4
+        and tuple(w_shape[2:]) == (3, 3)
+        and list(attrs.get("kernel_shape") or (3, 3)) == [3, 3]
+        and attrs.get("group", 1) == 1
+        and all(v == 1 for v in attrs.get("strides") or ())
+        and all(v == 1 for v in attrs.get("dilations") or ())
+    )
+
+
 def winograd_pads(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: dict):
-    """The (top, left, bottom, right) pads of a Conv with these attributes when it is a
-    2-D, ungrouped, stride-1, undilated 3x3 conv with no cropping, else None."""
-    if len(x_shape) != 4 or tuple(w_shape[2:]) != (3, 3) or attrs.get("group", 1) != 1:
-        return None
-    if any(v != 1 for v in attrs.get("strides") or ()) or any(
-        v != 1 for v in attrs.get("dilations") or ()
-    ):
+    """((top, left, bottom, right) pads, (Ho, Wo)) of a `plain_3x3` Conv on a 4-D input
+    that crops nothing, else None."""
+    if len(x_shape) != 4 or not plain_3x3(w_shape, attrs):
         return None
     win = make_window(
         x_shape[2:], (3, 3), None, None, attrs.get("pads"), attrs.get("auto_pad", "NOTSET")
@@ -131,14 +143,6 @@ def winograd_weights(w: np.ndarray) -> np.ndarray:
         raise ValueError(f"winograd_weights: expected weights (M, C, 3, 3), got {w.shape}")
     u = np.einsum("ia,mcab,jb->ijmc", _G, w.astype(np.float64), _G)
     return np.ascontiguousarray(u.reshape(16, *w.shape[:2]).astype(w.dtype))
-
-
-def unwinograd_weights(u: np.ndarray) -> np.ndarray:
-    """The 3x3 weights (M, C, 3, 3) whose `winograd_weights` are u (16, M, C)."""
-    if u.ndim != 3 or u.shape[0] != 16:
-        raise ValueError(f"unwinograd_weights: expected (16, M, C), got {u.shape}")
-    u4 = u.astype(np.float64).reshape(4, 4, *u.shape[1:])
-    return np.einsum("ai,ijmc,bj->mcab", _G_PINV, u4, _G_PINV).astype(u.dtype)
 
 
 def winograd_correlate(

@@ -31,13 +31,18 @@ def _relu(op: OperatorDef, pre: str) -> onnx.NodeProto:
     return helper.make_node("Relu", [pre], [op.output[0]], name=f"{op.output[0]}__relu")
 
 
+def _node(op_type: str, op: OperatorDef, inputs, output: str) -> onnx.NodeProto:
+    """An ONNX `op_type` node with op's name and attributes."""
+    node = helper.make_node(op_type, list(inputs), [output], name=op.name or None)
+    node.attribute.extend(helper.make_attribute(k, v) for k, v in args_dict(op.arg).items())
+    return node
+
+
 @to_onnx("ConvRelu")
 def conv_relu_to_onnx(op: OperatorDef) -> Converted:
     """ConvRelu(X, W, B) -> Relu(Conv(X, W, B))."""
     base, pre = _pre_relu(op)
-    conv = helper.make_node("Conv", list(base.input), [pre], name=op.name or None)
-    conv.attribute.extend(helper.make_attribute(k, v) for k, v in args_dict(op.arg).items())
-    return Converted([conv, _relu(op, pre)])
+    return Converted([_node("Conv", op, base.input, pre), _relu(op, pre)])
 
 
 @to_onnx("ConvWinograd")
@@ -45,24 +50,18 @@ def conv_relu_to_onnx(op: OperatorDef) -> Converted:
 def conv_winograd_to_onnx(op: OperatorDef) -> Converted:
     """ConvWinograd(X, W, U, B) -> Conv(X, W, B), dropping W's transform U; then a Relu
     for ConvWinogradRelu."""
-    plain = OperatorDef()
-    plain.CopyFrom(op)
-    plain.type = "ConvRelu" if op.type.endswith("Relu") else "Conv"
-    del plain.input[2]
-    if plain.type == "ConvRelu":
-        return conv_relu_to_onnx(plain)
-    conv = helper.make_node("Conv", list(plain.input), list(op.output), name=op.name or None)
-    conv.attribute.extend(helper.make_attribute(k, v) for k, v in args_dict(op.arg).items())
-    return Converted([conv])
+    inputs = [*op.input[:2], *op.input[3:]]
+    if op.type == "ConvWinogradRelu":
+        pre = f"{op.output[0]}__prerelu"
+        return Converted([_node("Conv", op, inputs, pre), _relu(op, pre)])
+    return Converted([_node("Conv", op, inputs, op.output[0])])
 
 
 @to_onnx("GemmRelu")
 def gemm_relu_to_onnx(op: OperatorDef) -> Converted:
     """GemmRelu(A, B, C) -> Relu(Gemm(A, B, C))."""
     base, pre = _pre_relu(op)
-    gemm = helper.make_node("Gemm", list(base.input), [pre], name=op.name or None)
-    gemm.attribute.extend(helper.make_attribute(k, v) for k, v in args_dict(op.arg).items())
-    return Converted([gemm, _relu(op, pre)])
+    return Converted([_node("Gemm", op, base.input, pre), _relu(op, pre)])
 
 
 @to_onnx("FCRelu")

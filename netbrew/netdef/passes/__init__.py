@@ -21,10 +21,9 @@ from netbrew.proto.netbrew_pb2 import NetDef
 def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: Iterable[str] = ()):
     """Applies the inference passes: level 0 none; 1 dead code, constant folding and
     common subexpressions; 2 also BatchNormalization folding, Relu fusion and Winograd
-    convs first, then
-    elementwise-chain fusion and, last, blob sharing (memonger). Blob sharing renames
-    intermediate blobs, so it runs only on a net that names its external outputs, and it
-    keeps those, the external inputs, `params` and `keep` by name.
+    convs first, then elementwise-chain fusion and, last, blob sharing (memonger). Blob
+    sharing renames intermediate blobs, so it runs only on a net that names its external
+    outputs, and it keeps those, the external inputs, `params` and `keep` by name.
 
     Args:
         net: the NetDef (or Net); not modified.

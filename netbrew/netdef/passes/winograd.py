@@ -13,20 +13,16 @@ from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
 WINOGRAD = {"Conv": "ConvWinograd", "ConvRelu": "ConvWinogradRelu"}
 """Op type -> its Winograd op type."""
 
-MIN_CHANNELS = 64
-"""Convs narrower than this on either side never take the Winograd path (see
-conv_winograd.use_winograd), so they keep their plain op and no transform is stored."""
-
 
 def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     """Rewrites `Conv(X, W, B)` as `ConvWinograd(X, W, U, B)` (ConvRelu likewise), with
     U = winograd_weights(W) added to the params as `<W>__winograd`.
 
     An op qualifies when it runs on CPU; its weight W is in `params`, written by no op of the
-    net, float32 or float64 and (M, C, 3, 3) with M and C at least MIN_CHANNELS; and it is
-    ungrouped, undilated and stride 1. The new op takes the Winograd path only where it pays
-    for the image size met at run time, and runs as Conv elsewhere, with the same results
-    up to rounding (a few ulps).
+    net, float32 or float64 and (M, C, 3, 3) with M and C at least
+    conv_winograd.MIN_CHANNELS; and it is ungrouped, undilated and stride 1. The new op
+    takes the Winograd path only where it pays for the image size met at run time, and runs
+    as Conv elsewhere, with the same results up to rounding (a few ulps).
 
     Args:
         net: the NetDef; not modified.
@@ -63,6 +59,8 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
 
 
 def _qualifies(op: OperatorDef, params: dict, written: set[str]) -> bool:
+    from netbrew.operators.conv_winograd import MIN_CHANNELS, plain_3x3
+
     if op.type not in WINOGRAD or op.device_option.device_type != 0 or len(op.input) < 2:
         return False
     weight = op.input[1]
@@ -71,12 +69,4 @@ def _qualifies(op: OperatorDef, params: dict, written: set[str]) -> bool:
     w = params[weight]
     if not isinstance(w, np.ndarray) or w.dtype not in (np.float32, np.float64):
         return False
-    if w.ndim != 4 or w.shape[2:] != (3, 3) or min(w.shape[:2]) < MIN_CHANNELS:
-        return False
-    args = args_dict(op.arg)
-    return (
-        args.get("group", 1) == 1
-        and all(s == 1 for s in args.get("strides") or ())
-        and all(d == 1 for d in args.get("dilations") or ())
-        and list(args.get("kernel_shape") or (3, 3)) == [3, 3]
-    )
+    return plain_3x3(w.shape, args_dict(op.arg)) and min(w.shape[:2]) >= MIN_CHANNELS
