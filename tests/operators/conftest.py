@@ -29,3 +29,22 @@ def path(request, force_path):
     """Runs the test once on each im2col/col2im path."""
     force_path(request.param)
     return request.param
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """spy(module, name) wraps module.name for the rest of the test and returns the list
+    that collects the shape of the second argument (the weights) of each call."""
+
+    def watch(module, name):
+        calls = []
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls.append(args[1].shape)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+        return calls
+
+    return watch

@@ -83,15 +83,8 @@ def test_use_shift_picks(channels, out, strides, group, kernel, expected):
     assert use_shift(channels, out, win, group) is expected
 
 
-def test_conv_takes_shift_path_where_chosen(monkeypatch):
-    calls = []
-    real = conv_module.shift_correlate
-
-    def spy(*args, **kwargs):
-        calls.append(args[1].shape)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(conv_module, "shift_correlate", spy)
+def test_conv_takes_shift_path_where_chosen(spy):
+    calls = spy(conv_module, "shift_correlate")
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
     conv_cpu(x, rng.standard_normal((8, 32, 3, 3)).astype(np.float32), pads=[1, 1, 1, 1])
