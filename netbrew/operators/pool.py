@@ -8,6 +8,7 @@ the first max.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -161,13 +162,21 @@ def average_pool_cpu(
     attrs = dict(auto_pad=auto_pad, dilations=dilations, pads=pads, strides=strides)
     win = pool_window(x, kernel_shape, attrs, ceil_mode)
     work = work_dtype(x.dtype)
-    total = window_reduce(x.astype(work, copy=False), win, np.add)
-    total /= window_counts(win, x.shape[2:], bool(count_include_pad)).astype(work)
+    spatial_in = x.shape[2:]
+    if win.kernel == spatial_in and win.out == (1,) * len(spatial_in) and not any(win.begin):
+        # one window over the whole image (a global pool written as AveragePool): a plain
+        # reduction, without the per-axis window steps
+        total = np.add.reduce(x, axis=tuple(range(2, x.ndim)), keepdims=True, dtype=work)
+    else:
+        total = window_reduce(x.astype(work, copy=False), win, np.add)
+    total /= window_counts(win, spatial_in, bool(count_include_pad)).astype(work)
     return (total.astype(x.dtype, copy=False),)
 
 
+@functools.lru_cache(maxsize=64)
 def window_counts(win: Window, in_shape: Sequence[int], include_pad: bool) -> np.ndarray:
     """Pixels of each window (O1..On) inside X, or inside the padded X with include_pad.
+    Read-only; memoised, as a net asks for the same few windows on every run.
 
     Pixels that ceil_mode windows reach past the end padding never count.
     """
@@ -178,6 +187,7 @@ def window_counts(win: Window, in_shape: Sequence[int], include_pad: bool) -> np
         pos = np.arange(o)[:, None] * s + np.arange(k)[None, :] * d - b
         low, high = (-b, i + e) if include_pad else (0, i)
         count = np.multiply.outer(count, ((pos >= low) & (pos < high)).sum(axis=1))
+    count.flags.writeable = False
     return count
 
 

@@ -112,6 +112,13 @@ CASES = {
         (1, 2, 5, 6, 4),
         dict(kernel_shape=[2, 3, 2], strides=[1, 2, 2], pads=[0, 1, 1, 1, 0, 0]),
     ),
+    # one window over the whole image (AveragePool takes a plain reduction), then with an
+    # end pad that still leaves a single window
+    "2d_whole_image": ((2, 3, 5, 4), dict(kernel_shape=[5, 4], strides=[1, 1])),
+    "2d_whole_image_end_pad": (
+        (1, 2, 4, 4),
+        dict(kernel_shape=[4, 4], strides=[3, 3], pads=[0, 0, 1, 2]),
+    ),
     "3d_ceil_dilation": (
         (1, 2, 6, 5, 5),
         dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2], dilations=[1, 2, 1], ceil_mode=1),
