@@ -341,8 +341,8 @@ def window_reduce(x: np.ndarray, win: Window, ufunc: np.ufunc, pad_value: float 
     for axis, (k, s, d, o) in enumerate(zip(win.kernel, win.strides, win.dilations, win.out)):
         lead = (slice(None),) * (out.ndim - n + axis)
         picks = [out[(*lead, slice(j * d, j * d + (o - 1) * s + 1, s))] for j in range(k)]
-        acc = picks[0].copy()
-        for values in picks[1:]:
+        acc = ufunc(picks[0], picks[1]) if k > 1 else picks[0].copy()  # a new array
+        for values in picks[2:]:
             ufunc(acc, values, out=acc)
         out = acc
     return out
