@@ -8,7 +8,12 @@ is its own) with the same thread count, on the same inputs; outputs are compared
 onnxruntime's. Prints medians, the netbrew/ORT and ReferenceEvaluator/netbrew ratios, and
 writes benchmarks/RESULTS.md.
 
-    python benchmarks/zoo.py [--threads 2] [--reps 5] [--skip-reference] [--models resnet50 ...]
+The timed runs of netbrew and onnxruntime are taken in alternating rounds (a fresh process
+per runtime and round, each warmed up alike), so that a slow spell of a shared machine
+falls on both rather than on whichever happened to run then.
+
+    python benchmarks/zoo.py [--threads 2] [--reps 30] [--rounds 3] [--skip-reference]
+        [--models resnet50 ...]
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import datetime
 import multiprocessing as mp
 import os
 import platform
+import queue as queue_module
 import statistics
 import sys
 import time
@@ -27,6 +33,7 @@ MODELS = ("squeezenet", "shufflenet", "resnet50", "inception_v1", "densenet121",
 RUNTIMES = ("netbrew", "onnxruntime", "reference")
 # ReferenceEvaluator takes seconds to minutes per run on these: one timed run only.
 REFERENCE_REPS = 1
+WARMUP = 3  # untimed runs in each process before its timed ones
 # Known disagreements that are not netbrew's.
 NOTES = {
     "squeezenet": "squeezenet, Reference = ORT: ReferenceEvaluator runs this opset-9 model's "
@@ -41,7 +48,10 @@ NOTES = {
 def parse(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--reps", type=int, default=20, help="timed runs (after one warm-up)")
+    parser.add_argument("--reps", type=int, default=30, help="timed runs per runtime and model")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternating rounds the timed runs are split into"
+    )
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("RESULTS.md"))
@@ -100,33 +110,82 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker(runtime: str, name: str, reps: int, threads: int, queue) -> None:
-    """Runs in a spawned child: times `runtime` on model `name`, puts its result on `queue`."""
+def worker(runtime: str, name: str, reps: int, warmup: int, threads: int, queue) -> None:
+    """Runs in a spawned child: times `runtime` on model `name` after `warmup` untimed runs,
+    puts (times, outputs, peak RSS MiB, error) on `queue`."""
     try:
         import onnx
 
         model = onnx.load(model_path(name))
         feeds = dummy_inputs(model)
         run = _prepare(runtime, model, threads)
-        outputs = run(feeds)  # warm-up
+        for _ in range(max(warmup, 1)):
+            outputs = run(feeds)
         times = []
         for _ in range(reps):
             start = time.perf_counter()
             run(feeds)
             times.append(time.perf_counter() - start)
-        best = min(times)
-        queue.put((statistics.median(times), list(outputs), peak_rss_mib(), None, best))
+        queue.put((times, list(outputs), peak_rss_mib(), None))
     except Exception as e:  # reported, not fatal: the other runtimes still run
-        queue.put((None, None, peak_rss_mib(), f"{type(e).__name__}: {e}", None))
+        queue.put(([], None, peak_rss_mib(), f"{type(e).__name__}: {e}"))
 
 
-def measure(ctx, runtime: str, name: str, reps: int, threads: int) -> tuple:
+def measure(ctx, runtime: str, name: str, reps: int, warmup: int, threads: int) -> tuple:
     queue = ctx.Queue()
-    proc = ctx.Process(target=worker, args=(runtime, name, reps, threads, queue))
+    proc = ctx.Process(target=worker, args=(runtime, name, reps, warmup, threads, queue))
     proc.start()
-    result = queue.get()
+    while True:  # a child that dies before reporting (killed, failed import) must not hang us
+        try:
+            result = queue.get(timeout=1.0)
+            break
+        except queue_module.Empty:
+            if not proc.is_alive():
+                result = (
+                    [],
+                    None,
+                    0.0,
+                    f"worker exited with code {proc.exitcode} before reporting",
+                )
+                break
     proc.join()
     return result
+
+
+def measure_rounds(ctx, runtimes, name: str, args) -> dict:
+    """Times each of `runtimes` on model `name` in `args.rounds` alternating rounds (the
+    ReferenceEvaluator once, after them). Returns runtime -> (median s, outputs of its
+    first round, peak RSS MiB over its rounds, error, fastest run s)."""
+    timed = [r for r in runtimes if r != "reference"]
+    rounds = max(1, min(args.rounds, args.reps))
+    shares = [args.reps // rounds + (i < args.reps % rounds) for i in range(rounds)]
+    plan = [(r, reps, WARMUP) for reps in shares for r in timed]
+    if "reference" in runtimes:
+        plan.append(("reference", REFERENCE_REPS, 1))
+    got: dict[str, list] = {}
+    began = time.perf_counter()
+    for i, (runtime, reps, warmup) in enumerate(plan):
+        print(
+            f"[{time.perf_counter() - began:6.1f}s] {name}: {runtime} x{reps} "
+            f"({i + 1}/{len(plan)})",
+            file=sys.stderr,
+        )
+        times, outputs, rss, error = measure(ctx, runtime, name, reps, warmup, args.threads)
+        if error:
+            print(f"  failed: {error}", file=sys.stderr)
+        seen = got.setdefault(runtime, [[], outputs, rss, error])
+        seen[0] += times
+        seen[2], seen[3] = max(seen[2], rss), seen[3] or error
+    return {
+        r: (
+            statistics.median(times) if times else None,
+            outputs,
+            rss,
+            error,
+            min(times) if times else None,
+        )
+        for r, (times, outputs, rss, error) in got.items()
+    }
 
 
 def agree(outputs, reference, rtol=1e-3, atol=1e-4) -> str:
@@ -160,15 +219,7 @@ def main(argv=None) -> None:
     runtimes = [r for r in RUNTIMES if not (args.skip_reference and r == "reference")]
     rows, began = [], time.perf_counter()
     for name in args.models:
-        res = {}
-        for runtime in runtimes:
-            reps = REFERENCE_REPS if runtime == "reference" else args.reps
-            print(
-                f"[{time.perf_counter() - began:6.1f}s] {name}: {runtime} x{reps}", file=sys.stderr
-            )
-            res[runtime] = measure(ctx, runtime, name, reps, args.threads)
-            if res[runtime][3]:
-                print(f"  failed: {res[runtime][3]}", file=sys.stderr)
+        res = measure_rounds(ctx, runtimes, name, args)
         base = res["onnxruntime"][1]
         nb = res["netbrew"][0]
         row = {
@@ -210,9 +261,11 @@ def render(rows: list[dict], runtimes: list[str], args) -> str:
         f"onnxruntime {onnxruntime.__version__}.",
         "",
         f"Batch 1, seeded random inputs, {args.threads} threads everywhere "
-        f"(ORT intra_op_num_threads, BLAS). Medians of {args.reps} runs after a warm-up "
-        f"(ReferenceEvaluator: {REFERENCE_REPS} run). Each runtime runs each model in its own "
-        "process; peak RSS is that process's VmHWM, interpreter and imports included. "
+        f"(ORT intra_op_num_threads, BLAS). Medians of {args.reps} runs, taken in "
+        f"{args.rounds} alternating rounds of netbrew then onnxruntime, each round in a fresh "
+        f"process warmed up with {WARMUP} untimed runs (ReferenceEvaluator: {REFERENCE_REPS} "
+        "run). Peak RSS is the largest VmHWM of a runtime's processes, interpreter and "
+        "imports included. "
         "Outputs agree when |a - b| <= 1e-4 + 1e-3 |b| against onnxruntime. Ratios are the "
         "figures to read; absolute times depend on the machine. 'Fastest runs' compares "
         "each runtime's quickest run, which other load on the machine disturbs least "
