@@ -163,9 +163,10 @@ def average_pool_cpu(
     win = pool_window(x, kernel_shape, attrs, ceil_mode)
     work = work_dtype(x.dtype)
     spatial_in = x.shape[2:]
-    if win.kernel == spatial_in and win.out == (1,) * len(spatial_in) and not any(win.begin):
-        # one window over the whole image (a global pool written as AveragePool): a plain
-        # reduction, without the per-axis window steps
+    ones = (1,) * len(spatial_in)
+    if win.kernel == spatial_in and win.out == ones == win.dilations and not any(win.begin):
+        # one undilated window over the whole image (a global pool written as AveragePool):
+        # a plain reduction, without the per-axis window steps
         total = np.add.reduce(x, axis=tuple(range(2, x.ndim)), keepdims=True, dtype=work)
     else:
         total = window_reduce(x.astype(work, copy=False), win, np.add)

@@ -119,6 +119,11 @@ CASES = {
         (1, 2, 4, 4),
         dict(kernel_shape=[4, 4], strides=[3, 3], pads=[0, 0, 1, 2]),
     ),
+    # kernel as big as the image, but dilated: its one window skips every other column
+    "2d_whole_image_dilated": (
+        (1, 2, 1, 4),
+        dict(kernel_shape=[1, 4], dilations=[1, 2], pads=[0, 0, 0, 3]),
+    ),
     "3d_ceil_dilation": (
         (1, 2, 6, 5, 5),
         dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2], dilations=[1, 2, 1], ceil_mode=1),
