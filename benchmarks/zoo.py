@@ -154,8 +154,9 @@ def measure(ctx, runtime: str, name: str, reps: int, warmup: int, threads: int) 
 
 def measure_rounds(ctx, runtimes, name: str, args) -> dict:
     """Times each of `runtimes` on model `name` in `args.rounds` alternating rounds (the
-    ReferenceEvaluator once, after them). Returns runtime -> (median s, outputs of its
-    first round, peak RSS MiB over its rounds, error, fastest run s)."""
+    ReferenceEvaluator once, after them). Returns runtime -> (median s over all its runs,
+    outputs of its first round that ran, peak RSS MiB over its rounds, first error, fastest
+    run s)."""
     timed = [r for r in runtimes if r != "reference"]
     rounds = max(1, min(args.rounds, args.reps))
     shares = [args.reps // rounds + (i < args.reps % rounds) for i in range(rounds)]
@@ -173,8 +174,11 @@ def measure_rounds(ctx, runtimes, name: str, args) -> dict:
         times, outputs, rss, error = measure(ctx, runtime, name, reps, warmup, args.threads)
         if error:
             print(f"  failed: {error}", file=sys.stderr)
-        seen = got.setdefault(runtime, [[], outputs, rss, error])
+        elif times:
+            print(f"  median {fmt_ms(statistics.median(times))} ms", file=sys.stderr)
+        seen = got.setdefault(runtime, [[], None, 0.0, None])
         seen[0] += times
+        seen[1] = outputs if seen[1] is None else seen[1]  # the first round that ran
         seen[2], seen[3] = max(seen[2], rss), seen[3] or error
     return {
         r: (
