@@ -146,7 +146,8 @@ def _random_feed(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
-    """Runs a model on random inputs and prints the per-op-type profile."""
+    """Runs a model on random inputs and prints the per-op-type profile, the slowest ops
+    and, with --trace, writes a Chrome trace."""
     from netbrew.executor import Workspace
     from netbrew.executor.predictor import refuse_file_ops
     from netbrew.netdef.tensor import dtype_of
@@ -160,6 +161,8 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         init_net, net = resolve_model(ns.model, ns.init)
     if ns.iters < 1:
         raise NetbrewError(f"--iters must be at least 1, got {ns.iters}")
+    if ns.ops < 0:
+        raise NetbrewError(f"--ops must be 0 or more, got {ns.ops}")
     ws = Workspace()
     if init_net is not None:
         refuse_file_ops(init_net, "bench")
@@ -200,7 +203,12 @@ def cmd_bench(ns: argparse.Namespace) -> int:
         f"{' after the inference passes' if ns.optimize else ''}, {ns.iters} runs, "
         f"random inputs {', '.join(fed) or 'none'}"
     )
-    ws.run_net(net.name, num_iter=ns.iters, profile=True)
+    profile = ws.run_net(net.name, num_iter=ns.iters, profile=True)
+    if ns.ops:
+        print(f"\nslowest ops (mean over {ns.iters} runs):")
+        print(profile.op_table(ns.ops))
+    if ns.trace is not None:
+        print(f"\nChrome trace of the profiled runs: {profile.save_trace(ns.trace)}")
     return 0
 
 
@@ -246,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
         dest="optimize",
         action="store_false",
         help="profile the net as given, without the inference passes Predictor applies",
+    )
+    bench.add_argument(
+        "--ops", type=int, default=10, help="list the N slowest ops (default 10; 0: none)"
+    )
+    bench.add_argument(
+        "--trace", type=Path, help="write the profiled runs as a Chrome trace (JSON) here"
     )
     bench.set_defaults(func=cmd_bench)
     return parser

@@ -1,5 +1,7 @@
 """`netbrew bench`: random inputs, per-op-type profile table."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -88,3 +90,21 @@ def test_bench_onnx_file(tmp_path, capsys):
     assert main(["bench", str(path), "--input", "x=8x4", "--iters", "2"]) == 0
     rows = table_ops(capsys.readouterr().out)
     assert rows["MatMul"][1] == "2" and float(rows["MatMul"][4]) > 0
+
+
+def test_bench_lists_slowest_ops_and_writes_a_trace(model_dir, tmp_path, capsys):
+    trace = tmp_path / "trace.json"
+    args = ["bench", str(model_dir), "--input", "data=2x1x6x6", "--iters", "2"]
+    assert main([*args, "--ops", "2", "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    listed = out.split("slowest ops (mean over 2 runs):")[1].splitlines()
+    assert listed[1].split()[:2] == ["op", "type"]
+    assert all(line.split()[0].startswith("#") for line in listed[2:4])
+    assert "(2 faster ops not shown)" in listed[4]
+    assert f"Chrome trace of the profiled runs: {trace}" in out
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e["ph"] == "X" for e in events) == 2 * 4  # 4 ops after the passes, 2 runs
+    assert main([*args, "--ops", "0"]) == 0
+    assert "slowest ops" not in capsys.readouterr().out
+    assert main([*args, "--ops", "-1"]) == 1
+    assert "--ops must be 0 or more, got -1" in capsys.readouterr().err

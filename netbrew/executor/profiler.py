@@ -1,18 +1,27 @@
 """Per-op timing of net runs: `Workspace.run_net(name, profile=True)` returns a Profile.
 
-Each op's `run` is timed with `time.perf_counter`; times are summed per op type. For the
-ops whose cost is mostly multiply-adds (Conv, Gemm, MatMul, FC and their fused forms) the
-FLOPs are computed from the blob shapes, so the table also gives GFLOP/s.
+Each op's `run` is timed with `time.perf_counter` and recorded (op, device, thread, start,
+duration, output bytes). The Profile sums them per op type (`table`), per op (`op_table`:
+the slowest ops by name), and writes them as a Chrome trace (`save_trace`: open it in
+chrome://tracing or https://ui.perfetto.dev; the dag runtime's worker threads are rows of
+their own). For the ops whose cost is mostly multiply-adds (Conv, Gemm, MatMul, FC and
+their fused forms) the FLOPs are computed from the blob shapes, so the tables also give
+GFLOP/s.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import threading
 import time
 from collections.abc import MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from netbrew.executor.compiled import CompiledOp
 
@@ -27,6 +36,38 @@ class ProfileRow:
     share: float  # percent of the profiled time
     flops: float  # summed over calls; 0 when not counted
     gflops_per_s: float | None  # None for op types whose FLOPs are not counted
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One timed run of one op."""
+
+    index: int  # the op's position in its net
+    op_type: str
+    name: str  # the op's name, else its first output
+    device: str
+    start: float  # seconds since the Profile was made
+    seconds: float
+    thread: str  # the name of the thread that ran it
+    outputs: tuple[tuple[str, tuple[int, ...], str], ...]  # (blob, shape, dtype) per array
+    output_bytes: int
+    flops: float | None
+
+
+@dataclass
+class OpRow:
+    """One op's totals over the profiled runs."""
+
+    index: int
+    op_type: str
+    name: str
+    device: str
+    calls: int
+    total_ms: float
+    mean_ms: float
+    share: float  # percent of the profiled time
+    output_bytes: int  # of its last run
+    gflops_per_s: float | None
 
 
 def _shape(blobs: MutableMapping[str, Any], name: str) -> tuple[int, ...] | None:
@@ -75,6 +116,8 @@ class Profile:
         self._calls: dict[str, int] = {}
         self._seconds: dict[str, float] = {}
         self._flops: dict[str, float] = {}
+        self._began = time.perf_counter()
+        self.records: list[OpRecord] = []
         self.iterations = 0
 
     def time(self, op: CompiledOp, blobs: MutableMapping[str, Any]) -> None:
@@ -84,11 +127,29 @@ class Profile:
         elapsed = time.perf_counter() - start
         flops = op_flops(op, blobs)
         kind = op.op.type
+        outputs = tuple(
+            (name, value.shape, str(value.dtype))
+            for name in op.outputs
+            if name and isinstance(value := blobs.get(name), np.ndarray)
+        )
+        record = OpRecord(
+            op.index,
+            kind,
+            op.op.name or (op.outputs[0] if op.outputs else ""),
+            op.device,
+            start - self._began,
+            elapsed,
+            threading.current_thread().name,
+            outputs,
+            sum(blobs[name].nbytes for name, _, _ in outputs),
+            flops,
+        )
         with self._lock:
             self._calls[kind] = self._calls.get(kind, 0) + 1
             self._seconds[kind] = self._seconds.get(kind, 0.0) + elapsed
             if flops is not None:
                 self._flops[kind] = self._flops.get(kind, 0.0) + flops
+            self.records.append(record)
 
     @property
     def total_ms(self) -> float:
@@ -127,6 +188,90 @@ class Profile:
             f"{100.0:>8.1f}%   ({per_iter:.3f} ms per run over {self.iterations} runs)"
         )
         return "\n".join(lines)
+
+    def op_rows(self) -> list[OpRow]:
+        """One row per op (by its index in the net), slowest first."""
+        by_op: dict[int, list[OpRecord]] = {}
+        for record in self.records:
+            by_op.setdefault(record.index, []).append(record)
+        total = sum(r.seconds for r in self.records) or 1.0
+        rows = []
+        for index, runs in by_op.items():
+            seconds = sum(r.seconds for r in runs)
+            counted = [r.flops for r in runs if r.flops is not None]
+            rate = sum(counted) / seconds / 1e9 if counted and seconds > 0 else None
+            last = runs[-1]
+            rows.append(
+                OpRow(
+                    index,
+                    last.op_type,
+                    last.name,
+                    last.device,
+                    len(runs),
+                    1e3 * seconds,
+                    1e3 * seconds / len(runs),
+                    100.0 * seconds / total,
+                    last.output_bytes,
+                    rate,
+                )
+            )
+        return sorted(rows, key=lambda r: r.total_ms, reverse=True)
+
+    def op_table(self, top: int | None = 10) -> str:
+        """The `top` slowest ops (all with None) as a text table: index, type, name, device,
+        mean ms per run, share, output size and GFLOP/s."""
+        rows = self.op_rows()
+        shown = rows if top is None else rows[:top]
+        lines = [
+            f"{'op':>6}  {'type':<20}{'name':<28}{'device':<8}{'mean ms':>10}{'share':>8}"
+            f"{'out KiB':>10}{'GFLOP/s':>10}"
+        ]
+        for r in shown:
+            rate = f"{r.gflops_per_s:.2f}" if r.gflops_per_s is not None else "-"
+            name = r.name if len(r.name) <= 26 else r.name[:12] + ".." + r.name[-12:]
+            lines.append(
+                f"{'#' + str(r.index):>6}  {r.op_type:<20}{name:<28}{r.device:<8}"
+                f"{r.mean_ms:>10.3f}{r.share:>7.1f}%{r.output_bytes / 1024:>10.1f}{rate:>10}"
+            )
+        if len(shown) < len(rows):
+            lines.append(f"({len(rows) - len(shown)} faster ops not shown)")
+        return "\n".join(lines)
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The records as a Chrome trace (the Trace Event Format's JSON object form): one
+        complete event per op run, on a row per thread, with the op's index, device and
+        outputs (shape, dtype) as its args."""
+        pid = os.getpid()
+        threads = {name: i for i, name in enumerate(dict.fromkeys(r.thread for r in self.records))}
+        events: list[dict[str, Any]] = [
+            {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
+            for name, tid in threads.items()
+        ]
+        for r in self.records:
+            events.append(
+                {
+                    "name": f"{r.op_type} {r.name}".strip(),
+                    "cat": r.op_type,
+                    "ph": "X",
+                    "ts": r.start * 1e6,
+                    "dur": r.seconds * 1e6,
+                    "pid": pid,
+                    "tid": threads[r.thread],
+                    "args": {
+                        "op": r.index,
+                        "device": r.device,
+                        "outputs": {n: f"{dtype}{list(shape)}" for n, shape, dtype in r.outputs},
+                        "output_bytes": r.output_bytes,
+                    },
+                }
+            )
+        return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+    def save_trace(self, path: str | os.PathLike) -> Path:
+        """Writes `chrome_trace()` as JSON to `path`; returns the path."""
+        path = Path(path)
+        path.write_text(json.dumps(self.chrome_trace()))
+        return path
 
     def __str__(self) -> str:
         return self.table()

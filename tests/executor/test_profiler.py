@@ -1,4 +1,7 @@
-"""Workspace.run_net(profile=True): per-op-type calls, time, share and GFLOP/s."""
+"""Workspace.run_net(profile=True): per-op-type and per-op calls, time, share and GFLOP/s, and
+the Chrome trace."""
+
+import json
 
 import numpy as np
 import pytest
@@ -71,3 +74,41 @@ def test_matmul_and_gemm_flops():
     runtime = ws.get_net("mm")
     blobs = {"a": np.ones((2, 3, 4), np.float32)}
     assert op_flops(runtime.ops[0], blobs) is None  # shapes missing
+
+
+@pytest.mark.parametrize("net_type", ["simple", "dag"])
+def test_per_op_rows_and_chrome_trace(net_type, tmp_path, capsys):
+    ws, net = conv_net(net_type)
+    profile = ws.run_net("prof", num_iter=4, profile=True)
+    capsys.readouterr()
+    ops = list(net.ops)
+    assert len(profile.records) == 4 * len(ops)
+    rows = profile.op_rows()
+    assert sorted(r.index for r in rows) == list(range(len(ops)))
+    assert all(r.calls == 4 for r in rows)
+    assert sum(r.total_ms for r in rows) == pytest.approx(profile.total_ms)
+    assert sum(r.share for r in rows) == pytest.approx(100.0)
+    by_index = {r.index: r for r in rows}
+    conv = by_index[0]
+    assert (conv.op_type, conv.name, conv.device) == ("Conv", "c", "cpu")
+    assert conv.output_bytes == 2 * 4 * 6 * 6 * 4  # float32 (2, 4, 6, 6)
+    assert conv.mean_ms == pytest.approx(conv.total_ms / 4)
+    assert conv.gflops_per_s > 0 and by_index[1].gflops_per_s is None  # Conv, Relu
+    table = profile.op_table(top=2)
+    assert len(table.splitlines()) == 1 + 2 + 1 and "(2 faster ops not shown)" in table
+    assert profile.op_table(top=None).count("cpu") == len(ops)
+
+    trace = json.loads(profile.save_trace(tmp_path / "trace.json").read_text())
+    events = trace["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert len(spans) == 4 * len(ops)
+    named = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {e["tid"] for e in spans} <= named
+    first_conv = next(e for e in spans if e["args"]["op"] == 0)
+    assert first_conv["name"] == "Conv c" and first_conv["cat"] == "Conv"
+    assert first_conv["args"]["outputs"] == {"c": "float32[2, 4, 6, 6]"}
+    assert all(e["dur"] >= 0 for e in spans)
+    # run by run, each op starts after the op before it has started (one net run at a time)
+    runs = [spans[i : i + len(ops)] for i in range(0, len(spans), len(ops))]
+    assert all(a[-1]["ts"] <= b[0]["ts"] for a, b in zip(runs, runs[1:]))
+    assert sum(e["dur"] for e in spans) / 1e3 == pytest.approx(profile.total_ms)
