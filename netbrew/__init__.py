@@ -19,7 +19,13 @@ from netbrew.errors import (
     UnknownOperatorError,
     UnsupportedConversion,
 )
-from netbrew.executor import Predictor, Workspace
+from netbrew.executor import (
+    Predictor,
+    Workspace,
+    get_num_threads,
+    num_threads,
+    set_num_threads,
+)
 from netbrew.netdef import Net, load_blobs, load_net, save_blobs, save_net
 from netbrew.netdef.model_dir import load_model, save_model
 
@@ -37,10 +43,13 @@ __all__ = [
     "UnknownOperatorError",
     "UnsupportedConversion",
     "Workspace",
+    "get_num_threads",
     "load_blobs",
     "load_model",
     "load_net",
+    "num_threads",
     "save_blobs",
     "save_model",
     "save_net",
+    "set_num_threads",
 ]

@@ -148,7 +148,18 @@ def _random_feed(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
 def cmd_bench(ns: argparse.Namespace) -> int:
     """Runs a model on random inputs and prints the per-op-type profile, the slowest ops
     and, with --trace, writes a Chrome trace."""
-    from netbrew.executor import Workspace
+    from netbrew.executor.threads import num_threads
+
+    if ns.threads is None:
+        return _bench(ns)
+    if ns.threads < 1:
+        raise NetbrewError(f"--threads must be at least 1, got {ns.threads}")
+    with num_threads(ns.threads):
+        return _bench(ns)
+
+
+def _bench(ns: argparse.Namespace) -> int:
+    from netbrew.executor import Workspace, get_num_threads
     from netbrew.executor.predictor import refuse_file_ops
     from netbrew.netdef.tensor import dtype_of
 
@@ -201,7 +212,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     print(
         f"net {net.name or '<unnamed>'}: {len(net.op)} ops"
         f"{' after the inference passes' if ns.optimize else ''}, {ns.iters} runs, "
-        f"random inputs {', '.join(fed) or 'none'}"
+        f"random inputs {', '.join(fed) or 'none'}, BLAS threads {get_num_threads()}"
     )
     profile = ws.run_net(net.name, num_iter=ns.iters, profile=True)
     if ns.ops:
@@ -257,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--ops", type=int, default=10, help="list the N slowest ops (default 10; 0: none)"
+    )
+    bench.add_argument(
+        "--threads", type=int, help="BLAS threads while it runs (default: the BLAS's own)"
     )
     bench.add_argument(
         "--trace", type=Path, help="write the profiled runs as a Chrome trace (JSON) here"

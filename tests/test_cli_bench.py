@@ -76,18 +76,19 @@ def test_bench_onnx_file(tmp_path, capsys):
     from onnx import TensorProto as T
     from onnx import helper, numpy_helper
 
-    w = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+    # big enough that its GFLOP/s never rounds to 0.00 on a slow run
+    w = numpy_helper.from_array(np.ones((256, 128), np.float32), "w")
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
         "g",
-        [helper.make_tensor_value_info("x", T.FLOAT, ["n", 4])],
-        [helper.make_tensor_value_info("z", T.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("x", T.FLOAT, ["n", 256])],
+        [helper.make_tensor_value_info("z", T.FLOAT, ["n", 128])],
         [w],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
-    assert main(["bench", str(path), "--input", "x=8x4", "--iters", "2"]) == 0
+    assert main(["bench", str(path), "--input", "x=64x256", "--iters", "2"]) == 0
     rows = table_ops(capsys.readouterr().out)
     assert rows["MatMul"][1] == "2" and float(rows["MatMul"][4]) > 0
 

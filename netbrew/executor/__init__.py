@@ -2,6 +2,15 @@
 
 from netbrew.executor.predictor import Predictor
 from netbrew.executor.runtime import RUNTIMES, create_runtime
+from netbrew.executor.threads import get_num_threads, num_threads, set_num_threads
 from netbrew.executor.workspace import Workspace
 
-__all__ = ["RUNTIMES", "Predictor", "Workspace", "create_runtime"]
+__all__ = [
+    "RUNTIMES",
+    "Predictor",
+    "Workspace",
+    "create_runtime",
+    "get_num_threads",
+    "num_threads",
+    "set_num_threads",
+]

@@ -1,0 +1,70 @@
+"""Thread controls: how many threads the BLAS behind NumPy uses, set from Python.
+
+netbrew runs on two kinds of threads. BLAS (OpenBLAS, MKL, BLIS: whichever NumPy loaded)
+parallelises each GEMM, which is most of a Conv's, Gemm's or MatMul's time; its default is
+one thread per core, or the OPENBLAS_NUM_THREADS / MKL_NUM_THREADS / OMP_NUM_THREADS
+environment variable read when NumPy loads it. The `dag` runtime runs independent ops on
+`num_workers` threads (a net argument, default 2). Elementwise NumPy work is single-threaded.
+
+The environment variables only act before NumPy loads its BLAS. `set_num_threads` changes
+the count at any time, for the whole process, through threadpoolctl (which finds the BLAS
+libraries loaded in the process); `num_threads` does it for a `with` block only.
+
+    import netbrew as nb
+    nb.set_num_threads(1)        # one BLAS thread from now on
+    with nb.num_threads(4):      # four, inside the block
+        predictor.run(feeds)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np  # noqa: F401  (loads the BLAS that threadpoolctl then finds)
+from threadpoolctl import threadpool_info, threadpool_limits
+
+
+def _check(n: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"the BLAS thread count must be an integer >= 1, got {n!r}")
+    return n
+
+
+def _blas() -> list[dict]:
+    found = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    if not found:
+        raise RuntimeError(
+            "no BLAS library that threadpoolctl can control is loaded with NumPy; "
+            "set OPENBLAS_NUM_THREADS or MKL_NUM_THREADS before starting Python instead"
+        )
+    return found
+
+
+def get_num_threads() -> int:
+    """The number of threads the BLAS behind NumPy uses (the largest, if NumPy loaded
+    several BLAS libraries)."""
+    return max(int(lib["num_threads"]) for lib in _blas())
+
+
+def set_num_threads(n: int) -> None:
+    """Sets the number of threads of the BLAS behind NumPy, for the whole process, from now
+    on.
+
+    Raises:
+        ValueError: n is not an integer >= 1.
+        RuntimeError: no BLAS library that can be controlled is loaded.
+    """
+    _check(n)
+    _blas()
+    threadpool_limits(limits=n, user_api="blas")
+
+
+@contextlib.contextmanager
+def num_threads(n: int) -> Iterator[None]:
+    """Within the `with` block, the BLAS behind NumPy uses `n` threads; afterwards the
+    previous count is back."""
+    _check(n)
+    _blas()
+    with threadpool_limits(limits=n, user_api="blas"):
+        yield
