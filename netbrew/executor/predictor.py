@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from netbrew.errors import BlobNotFoundError, FeedError, SchemaError
+from netbrew.executor.profiler import Profile
 from netbrew.executor.workspace import Workspace, _netdef
 from netbrew.netdef.tensor import dtype_of
 from netbrew.proto.netbrew_pb2 import NetDef, TensorShape
@@ -183,9 +184,33 @@ class Predictor:
         the init net made, so calls from several threads neither see nor overwrite each
         other's feeds and activations, and the shared workspace is never written.
         """
+        return self._run(self.check_feeds(feeds))
+
+    def profile(self, feeds: Mapping[str, Any], num_iter: int = 10, warmup: int = 1) -> Profile:
+        """Runs the net on `feeds` `warmup` times untimed, then `num_iter` times with every op
+        timed; returns the Profile (`table()` per op type, `op_table()` per op,
+        `save_trace(path)` for a Chrome trace). Prints nothing.
+
+        Raises:
+            ValueError: num_iter < 1 or warmup < 0.
+        """
+        if num_iter < 1 or warmup < 0:
+            raise ValueError(
+                f"profile needs num_iter >= 1 and warmup >= 0, got {num_iter} and {warmup}"
+            )
+        arrays = self.check_feeds(feeds)
+        for _ in range(warmup):
+            self._run(arrays)
+        result = Profile()
+        for _ in range(num_iter):
+            self._run(arrays, result)
+            result.iterations += 1
+        return result
+
+    def _run(self, arrays: dict[str, np.ndarray], profile: Profile | None = None) -> dict:
         blobs = dict(self._params)
-        blobs.update(self.check_feeds(feeds))
-        self._runtime.run(blobs)
+        blobs.update(arrays)
+        self._runtime.run(blobs, profile=profile)
         missing = [n for n in self.output_names if n not in blobs]
         if missing:
             raise BlobNotFoundError(
