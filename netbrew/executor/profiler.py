@@ -113,9 +113,6 @@ class Profile:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._calls: dict[str, int] = {}
-        self._seconds: dict[str, float] = {}
-        self._flops: dict[str, float] = {}
         self._began = time.perf_counter()
         self.records: list[OpRecord] = []
         self.iterations = 0
@@ -125,51 +122,56 @@ class Profile:
         start = time.perf_counter()
         op.run(blobs)
         elapsed = time.perf_counter() - start
-        flops = op_flops(op, blobs)
-        kind = op.op.type
-        outputs = tuple(
-            (name, value.shape, str(value.dtype))
+        arrays = [
+            (name, value)
             for name in op.outputs
             if name and isinstance(value := blobs.get(name), np.ndarray)
-        )
+        ]
         record = OpRecord(
             op.index,
-            kind,
+            op.op.type,
             op.op.name or (op.outputs[0] if op.outputs else ""),
             op.device,
             start - self._began,
             elapsed,
             threading.current_thread().name,
-            outputs,
-            sum(blobs[name].nbytes for name, _, _ in outputs),
-            flops,
+            tuple((name, value.shape, str(value.dtype)) for name, value in arrays),
+            sum(value.nbytes for _, value in arrays),
+            op_flops(op, blobs),
         )
         with self._lock:
-            self._calls[kind] = self._calls.get(kind, 0) + 1
-            self._seconds[kind] = self._seconds.get(kind, 0.0) + elapsed
-            if flops is not None:
-                self._flops[kind] = self._flops.get(kind, 0.0) + flops
             self.records.append(record)
 
     @property
     def total_ms(self) -> float:
-        return 1e3 * sum(self._seconds.values())
+        return 1e3 * sum(r.seconds for r in self.records)
+
+    def _grouped(self, key: str) -> dict[Any, list[OpRecord]]:
+        """The records grouped by the value of their field `key`, in first-seen order."""
+        groups: dict[Any, list[OpRecord]] = {}
+        for record in self.records:
+            groups.setdefault(getattr(record, key), []).append(record)
+        return groups
+
+    @staticmethod
+    def _totals(runs: list[OpRecord]) -> tuple[float, float | None, float | None]:
+        """(seconds, summed FLOPs, GFLOP/s) of `runs`; FLOPs and rate are None when the op
+        type's FLOPs are not counted."""
+        seconds = sum(r.seconds for r in runs)
+        counted = [r.flops for r in runs if r.flops is not None]
+        flops = sum(counted) if counted else None
+        rate = flops / seconds / 1e9 if flops is not None and seconds > 0 else None
+        return seconds, flops, rate
 
     def rows(self) -> list[ProfileRow]:
         """One row per op type, slowest first."""
-        total = sum(self._seconds.values()) or 1.0
+        total = sum(r.seconds for r in self.records) or 1.0
         rows = []
-        for kind, seconds in self._seconds.items():
-            flops = self._flops.get(kind)
-            rate = flops / seconds / 1e9 if flops is not None and seconds > 0 else None
+        for kind, runs in self._grouped("op_type").items():
+            seconds, flops, rate = self._totals(runs)
             rows.append(
                 ProfileRow(
-                    kind,
-                    self._calls[kind],
-                    1e3 * seconds,
-                    100.0 * seconds / total,
-                    flops or 0.0,
-                    rate,
+                    kind, len(runs), 1e3 * seconds, 100.0 * seconds / total, flops or 0.0, rate
                 )
             )
         return sorted(rows, key=lambda r: r.total_ms, reverse=True)
@@ -191,15 +193,10 @@ class Profile:
 
     def op_rows(self) -> list[OpRow]:
         """One row per op (by its index in the net), slowest first."""
-        by_op: dict[int, list[OpRecord]] = {}
-        for record in self.records:
-            by_op.setdefault(record.index, []).append(record)
         total = sum(r.seconds for r in self.records) or 1.0
         rows = []
-        for index, runs in by_op.items():
-            seconds = sum(r.seconds for r in runs)
-            counted = [r.flops for r in runs if r.flops is not None]
-            rate = sum(counted) / seconds / 1e9 if counted and seconds > 0 else None
+        for index, runs in self._grouped("index").items():
+            seconds, _, rate = self._totals(runs)
             last = runs[-1]
             rows.append(
                 OpRow(
