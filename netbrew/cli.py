@@ -167,7 +167,7 @@ def _bench(ns: argparse.Namespace) -> int:
     if is_onnx:
         from netbrew.converters import onnx as nb_onnx
 
-        init_net, net = nb_onnx.import_model(Path(ns.model))
+        init_net, net = nb_onnx.import_model(Path(ns.model), infer_shapes=ns.optimize)
     else:
         init_net, net = resolve_model(ns.model, ns.init)
     if ns.iters < 1:

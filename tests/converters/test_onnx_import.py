@@ -206,3 +206,29 @@ def test_backend_prepare_runtime_and_passes_give_the_same_numbers(net_type, opti
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     for _ in range(3):
         np.testing.assert_allclose(rep.run([x])[0], np.maximum(x, 0) ** 2 + np.exp(-x), 1e-6)
+
+
+def test_import_with_inferred_shapes(monkeypatch):
+    T = TensorProto
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", T.FLOAT, ["n", 3, 5])],
+        [helper.make_tensor_value_info("y", T.FLOAT, None)],
+    )
+    # the newest opset: no version conversion, which would infer the shapes on its own
+    newest = onnx.defs.onnx_opset_version()
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", newest)])
+    _, plain = import_model(model)
+    assert [v.name for v in plain.value_info] == ["x", "y"]
+    _, net = import_model(model, infer_shapes=True)
+    infos = {v.name: v for v in net.value_info}
+    assert list(infos["r"].dims)[1:] == [3, 5] and list(infos["r"].unknown_dims) == [0]
+    assert list(infos["r"].dim_names)[0] == "n"
+
+    def fails(_model):
+        raise onnx.shape_inference.InferenceError("[ShapeInferenceError] made up")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fails)
+    _, hinted = import_model(model, infer_shapes=True)  # the hint is skipped, not an error
+    assert hinted == plain

@@ -91,7 +91,8 @@ class NetbrewBackend(Backend):
         """
         if not cls.supports_device(device):
             raise ValueError(f"netbrew's ONNX backend runs on CPU, not {device!r}")
-        return NetbrewRep(*import_model(model), optimize=optimize, net_type=net_type)
+        init_net, predict_net = import_model(model, infer_shapes=optimize)
+        return NetbrewRep(init_net, predict_net, optimize=optimize, net_type=net_type)
 
     @classmethod
     def run_model(cls, model, inputs, device: str = "CPU", **kwargs: Any) -> tuple:

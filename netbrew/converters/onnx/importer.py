@@ -136,7 +136,10 @@ def node_to_op(node: onnx.NodeProto, subgraph=None) -> OperatorDef:
 
 
 def import_model(
-    model_or_path: onnx.ModelProto | str | os.PathLike, *, upgrade_opset: bool = True
+    model_or_path: onnx.ModelProto | str | os.PathLike,
+    *,
+    upgrade_opset: bool = True,
+    infer_shapes: bool = False,
 ) -> tuple[NetDef, NetDef]:
     """Converts an ONNX model into (init_net, predict_net).
 
@@ -144,10 +147,19 @@ def import_model(
         model_or_path: a ModelProto or a path to a .onnx file (external data is read
             relative to the file).
         upgrade_opset: upgrade older opsets to the newest definitions first.
+        infer_shapes: run onnx's shape inference first, so the predict net's value_info
+            also gives the intermediate blobs' shapes (the inference passes size their
+            work by them). Only a hint: a model that shape inference cannot process is
+            imported as it is.
     """
     model, base_dir = load_onnx(model_or_path)
     if upgrade_opset:
         model = upgrade(model)
+    if infer_shapes:
+        try:
+            model = onnx.shape_inference.infer_shapes(model)
+        except (onnx.shape_inference.InferenceError, ValueError):
+            pass  # the model fails or runs on its own merits, without the hint
     init, net = graph_to_net(model.graph, base_dir)
     net.name = model.graph.name or "onnx_model"
     init.name = f"{net.name}_init"

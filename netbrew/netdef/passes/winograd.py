@@ -20,9 +20,12 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
 
     An op qualifies when it runs on CPU; its weight W is in `params`, written by no op of the
     net, float32 or float64 and (M, C, 3, 3) with M and C at least
-    conv_winograd.MIN_CHANNELS; and it is ungrouped, undilated and stride 1. The new op
-    takes the Winograd path only where it pays for the image size met at run time, and runs
-    as Conv elsewhere, with the same results up to rounding (a few ulps).
+    conv_winograd.MIN_CHANNELS; and it is ungrouped, undilated and stride 1. Where the
+    net's value_info gives the input X's height and width (the ONNX backend infers them),
+    it must also be big enough for the Winograd path to pay (conv_winograd.use_winograd),
+    so no transform is stored for a conv that would never use it. The new op takes the
+    Winograd path only where it pays for the image size met at run time, and runs as Conv
+    elsewhere, with the same results up to rounding (a few ulps).
 
     Args:
         net: the NetDef; not modified.
@@ -35,11 +38,12 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     from netbrew.operators.conv_winograd import winograd_weights  # late: operators import netdef
 
     written = {name for op in net.op for name in op.output}
+    sizes = _image_sizes(net)
     new_params = dict(params)
     ops = []
     added: list[str] = []
     for op in net.op:
-        if not _qualifies(op, params, written):
+        if not _qualifies(op, params, written, sizes):
             ops.append(op)
             continue
         name = f"{op.input[1]}__winograd"
@@ -58,8 +62,24 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     return out, new_params
 
 
-def _qualifies(op: OperatorDef, params: dict, written: set[str]) -> bool:
-    from netbrew.operators.conv_winograd import MIN_CHANNELS, plain_3x3
+def _image_sizes(net: NetDef) -> dict[str, tuple[int, int]]:
+    """(H, W) of the 4-D blobs whose value_info gives both."""
+    sizes = {}
+    for info in net.value_info:
+        if not info.unknown_shape and len(info.dims) == 4 and not {2, 3} & set(info.unknown_dims):
+            sizes[info.name] = (info.dims[2], info.dims[3])
+    return sizes
+
+
+def _qualifies(
+    op: OperatorDef, params: dict, written: set[str], sizes: dict[str, tuple[int, int]]
+) -> bool:
+    from netbrew.operators.conv_winograd import (
+        MIN_CHANNELS,
+        plain_3x3,
+        use_winograd,
+        winograd_pads,
+    )
 
     if op.type not in WINOGRAD or op.device_option.device_type != 0 or len(op.input) < 2:
         return False
@@ -69,4 +89,10 @@ def _qualifies(op: OperatorDef, params: dict, written: set[str]) -> bool:
     w = params[weight]
     if not isinstance(w, np.ndarray) or w.dtype not in (np.float32, np.float64):
         return False
-    return plain_3x3(w.shape, args_dict(op.arg)) and min(w.shape[:2]) >= MIN_CHANNELS
+    attrs = args_dict(op.arg)
+    if not (plain_3x3(w.shape, attrs) and min(w.shape[:2]) >= MIN_CHANNELS):
+        return False
+    if op.input[0] not in sizes:  # image size unknown until run time: let the op decide
+        return True
+    found = winograd_pads((1, w.shape[1], *sizes[op.input[0]]), w.shape, attrs)
+    return found is not None and use_winograd(w.shape[1], w.shape[0], found[1])

@@ -112,3 +112,71 @@ def test_predictor_runs_winograd_and_survives_a_fed_weight(always):
     (want,) = run(net, {**feeds, **params, "w3": w3})
     (got,) = predictor.run({**feeds, "w3": w3}).values()
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+def _one_conv(size, unknown=()):
+    """A 64 -> 64 3x3 conv whose input's value_info says (1, 64, *size), with the dims in
+    `unknown` unknown."""
+    from netbrew.proto.netbrew_pb2 import TensorProto, TensorShape
+
+    w = np.ones((64, 64, 3, 3), np.float32)
+    net = NetDef(name="n", external_input=["x", "w"], external_output=["y"])
+    net.op.extend([op_def("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])])
+    net.value_info.append(
+        TensorShape(
+            name="x", dims=[1, 64, *size], unknown_dims=list(unknown), data_type=TensorProto.FLOAT
+        )
+    )
+    return net, {"w": w}
+
+
+@pytest.mark.parametrize(
+    "size, unknown, converted",
+    [
+        ((96, 96), (), True),  # 48 * 48 tiles: 64 * 64 * 2304 >= 2^23, the path pays
+        ((32, 32), (), False),  # 16 * 16 tiles: it never would, so no transform is stored
+        ((32, 32), (2, 3), True),  # size unknown until run time: the op decides then
+        ((32, 32), (0,), False),  # an unknown batch does not matter
+    ],
+)
+def test_known_image_sizes_decide_which_convs_get_a_transform(size, unknown, converted):
+    net, params = _one_conv(size, unknown)
+    want = cw.use_winograd(64, 64, size) if not {2, 3} & set(unknown) else True
+    assert want is converted
+    out, new_params = winograd_convs(net, params)
+    assert (out.op[0].type == "ConvWinograd") is converted
+    assert ("w__winograd" in new_params) is converted
+
+
+def test_onnx_backend_infers_shapes_for_the_pass():
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+
+    from netbrew.converters.onnx import backend
+
+    rng = np.random.default_rng(0)
+    w = (rng.normal(size=(64, 64, 3, 3)) / 24).astype(np.float32)
+
+    def model(h, w_dim):
+        # a Relu first, so the conv's input is an intermediate: only inference sizes it
+        graph = helper.make_graph(
+            [
+                helper.make_node("Relu", ["x"], ["r"]),
+                helper.make_node("Conv", ["r", "w"], ["y"], pads=[1, 1, 1, 1]),
+            ],
+            "g",
+            [helper.make_tensor_value_info("x", T.FLOAT, [1, 64, h, w_dim])],
+            [helper.make_tensor_value_info("y", T.FLOAT, None)],
+            [numpy_helper.from_array(w, "w")],
+        )
+        # the newest opset: no version conversion, which would infer the shapes on its own
+        newest = onnx.defs.onnx_opset_version()
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", newest)])
+
+    x = rng.normal(size=(1, 64, 8, 8)).astype(np.float32)
+    want = backend.prepare(model(8, 8), optimize=False).run([x])[0]
+    for dims, kind in (((8, 8), "Conv"), (("h", "w"), "ConvWinograd")):
+        rep = backend.prepare(model(*dims))
+        assert [op.op.type for op in rep.runtime.ops] == ["Relu", kind]
+        np.testing.assert_allclose(rep.run([x])[0], want, rtol=1e-5, atol=1e-5)
