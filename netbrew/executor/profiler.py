@@ -107,14 +107,43 @@ def op_flops(op: CompiledOp, blobs: MutableMapping[str, Any]) -> float | None:
     return 2.0 * math.prod(y) * k
 
 
+@dataclass
+class _Totals:
+    """One op's running totals."""
+
+    index: int
+    op_type: str
+    name: str
+    device: str
+    calls: int = 0
+    seconds: float = 0.0
+    flops: float | None = None  # None while none of its runs had countable FLOPs
+    output_bytes: int = 0  # of its last run
+
+    @property
+    def rate(self) -> float | None:
+        """GFLOP/s, where the FLOPs are counted."""
+        if self.flops is None or self.seconds <= 0:
+            return None
+        return self.flops / self.seconds / 1e9
+
+
 class Profile:
     """Op timings gathered over one or more runs; thread-safe (the dag runtime times
-    ops from several threads)."""
+    ops from several threads).
 
-    def __init__(self) -> None:
+    Totals are kept per op for every run. The individual runs (`records`, for the trace)
+    are kept up to `max_records`; later ones are counted in `dropped` only, so a long
+    profile holds bounded memory.
+    """
+
+    def __init__(self, max_records: int = 100_000) -> None:
         self._lock = threading.Lock()
         self._began = time.perf_counter()
+        self._ops: dict[tuple[int, str, str], _Totals] = {}
         self.records: list[OpRecord] = []
+        self.max_records = max_records
+        self.dropped = 0
         self.iterations = 0
 
     def time(self, op: CompiledOp, blobs: MutableMapping[str, Any]) -> None:
@@ -139,41 +168,46 @@ class Profile:
             sum(value.nbytes for _, value in arrays),
             op_flops(op, blobs),
         )
+        key = (record.index, record.op_type, record.name)
         with self._lock:
-            self.records.append(record)
+            totals = self._ops.get(key)
+            if totals is None:
+                totals = self._ops[key] = _Totals(*key, record.device)
+            totals.calls += 1
+            totals.seconds += elapsed
+            if record.flops is not None:
+                totals.flops = (totals.flops or 0.0) + record.flops
+            totals.output_bytes = record.output_bytes
+            if len(self.records) < self.max_records:
+                self.records.append(record)
+            else:
+                self.dropped += 1
 
     @property
     def total_ms(self) -> float:
-        return 1e3 * sum(r.seconds for r in self.records)
-
-    def _grouped(self, key: str) -> dict[Any, list[OpRecord]]:
-        """The records grouped by the value of their field `key`, in first-seen order."""
-        groups: dict[Any, list[OpRecord]] = {}
-        for record in self.records:
-            groups.setdefault(getattr(record, key), []).append(record)
-        return groups
-
-    @staticmethod
-    def _totals(runs: list[OpRecord]) -> tuple[float, float | None, float | None]:
-        """(seconds, summed FLOPs, GFLOP/s) of `runs`; FLOPs and rate are None when the op
-        type's FLOPs are not counted."""
-        seconds = sum(r.seconds for r in runs)
-        counted = [r.flops for r in runs if r.flops is not None]
-        flops = sum(counted) if counted else None
-        rate = flops / seconds / 1e9 if flops is not None and seconds > 0 else None
-        return seconds, flops, rate
+        return 1e3 * sum(t.seconds for t in self._ops.values())
 
     def rows(self) -> list[ProfileRow]:
         """One row per op type, slowest first."""
-        total = sum(r.seconds for r in self.records) or 1.0
-        rows = []
-        for kind, runs in self._grouped("op_type").items():
-            seconds, flops, rate = self._totals(runs)
-            rows.append(
-                ProfileRow(
-                    kind, len(runs), 1e3 * seconds, 100.0 * seconds / total, flops or 0.0, rate
-                )
+        by_type: dict[str, _Totals] = {}
+        for t in self._ops.values():
+            kind = by_type.setdefault(t.op_type, _Totals(-1, t.op_type, "", ""))
+            kind.calls += t.calls
+            kind.seconds += t.seconds
+            if t.flops is not None:
+                kind.flops = (kind.flops or 0.0) + t.flops
+        total = sum(t.seconds for t in by_type.values()) or 1.0
+        rows = [
+            ProfileRow(
+                t.op_type,
+                t.calls,
+                1e3 * t.seconds,
+                100.0 * t.seconds / total,
+                t.flops or 0.0,
+                t.rate,
             )
+            for t in by_type.values()
+        ]
         return sorted(rows, key=lambda r: r.total_ms, reverse=True)
 
     def table(self) -> str:
@@ -193,25 +227,22 @@ class Profile:
 
     def op_rows(self) -> list[OpRow]:
         """One row per op (by its index in the net), slowest first."""
-        total = sum(r.seconds for r in self.records) or 1.0
-        rows = []
-        for index, runs in self._grouped("index").items():
-            seconds, _, rate = self._totals(runs)
-            last = runs[-1]
-            rows.append(
-                OpRow(
-                    index,
-                    last.op_type,
-                    last.name,
-                    last.device,
-                    len(runs),
-                    1e3 * seconds,
-                    1e3 * seconds / len(runs),
-                    100.0 * seconds / total,
-                    last.output_bytes,
-                    rate,
-                )
+        total = sum(t.seconds for t in self._ops.values()) or 1.0
+        rows = [
+            OpRow(
+                t.index,
+                t.op_type,
+                t.name,
+                t.device,
+                t.calls,
+                1e3 * t.seconds,
+                1e3 * t.seconds / t.calls,
+                100.0 * t.seconds / total,
+                t.output_bytes,
+                t.rate,
             )
+            for t in self._ops.values()
+        ]
         return sorted(rows, key=lambda r: r.total_ms, reverse=True)
 
     def op_table(self, top: int | None = 10) -> str:
@@ -236,8 +267,8 @@ class Profile:
 
     def chrome_trace(self) -> dict[str, Any]:
         """The records as a Chrome trace (the Trace Event Format's JSON object form): one
-        complete event per op run, on a row per thread, with the op's index, device and
-        outputs (shape, dtype) as its args."""
+        complete event per kept op run, on a row per thread, with the op's index, device and
+        outputs (shape, dtype) as its args; `otherData` says how many runs were dropped."""
         pid = os.getpid()
         threads = {name: i for i, name in enumerate(dict.fromkeys(r.thread for r in self.records))}
         events: list[dict[str, Any]] = [
@@ -262,7 +293,13 @@ class Profile:
                     },
                 }
             )
-        return {"traceEvents": events, "displayTimeUnit": "ms"}
+        trace: dict[str, Any] = {"traceEvents": events, "displayTimeUnit": "ms"}
+        if self.dropped:
+            trace["otherData"] = {
+                "note": f"the first {len(self.records)} op runs; {self.dropped} later ones "
+                f"were not kept (Profile max_records={self.max_records})"
+            }
+        return trace
 
     def save_trace(self, path: str | os.PathLike) -> Path:
         """Writes `chrome_trace()` as JSON to `path`; returns the path."""

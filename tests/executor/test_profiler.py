@@ -112,3 +112,21 @@ def test_per_op_rows_and_chrome_trace(net_type, tmp_path, capsys):
     runs = [spans[i : i + len(ops)] for i in range(0, len(spans), len(ops))]
     assert all(a[-1]["ts"] <= b[0]["ts"] for a, b in zip(runs, runs[1:]))
     assert sum(e["dur"] for e in spans) / 1e3 == pytest.approx(profile.total_ms)
+
+
+def test_a_long_profile_keeps_its_totals_and_bounded_records():
+    ws, net = conv_net()
+    runtime = ws.get_net("prof")
+    ops = len(list(net.ops))
+    profile = Profile(max_records=5)
+    for _ in range(3):
+        runtime.run(ws._blobs, profile=profile)
+        profile.iterations += 1
+    assert len(profile.records) == 5 and profile.dropped == 3 * ops - 5
+    # the totals still count every run
+    assert {r.op_type: r.calls for r in profile.rows()} == {"Conv": 3, "Relu": 6, "FC": 3}
+    assert all(r.calls == 3 for r in profile.op_rows())
+    trace = profile.chrome_trace()
+    assert sum(e["ph"] == "X" for e in trace["traceEvents"]) == 5
+    assert f"{3 * ops - 5} later ones were not kept" in trace["otherData"]["note"]
+    assert "otherData" not in Profile().chrome_trace()
