@@ -1,4 +1,5 @@
-"""Shared fixtures: paths to the real Caffe2 files in ../shared/data."""
+"""Shared fixtures: paths to the real Caffe2 files in ../shared/data, and a small model
+folder for the command-line tests."""
 
 from pathlib import Path
 
@@ -14,3 +15,16 @@ def squeezenet_dir() -> Path:
     if not (SQUEEZENET / "predict_net.pb").exists():
         pytest.skip(f"Caffe2 SqueezeNet files not found under {SQUEEZENET}")
     return SQUEEZENET
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    """A folder holding init_net.pb and predict_net.pb of tests.test_cli.build's LeNet-style
+    net (1x6x6 images)."""
+    from netbrew.netdef import save_net
+    from tests.test_cli import build
+
+    init, net = build()
+    save_net(init, tmp_path / "model" / "init_net.pb")
+    save_net(net, tmp_path / "model" / "predict_net.pb")
+    return tmp_path / "model"

@@ -1,10 +1,9 @@
 """The `netbrew` command: demo, info and run, driven as a user would."""
 
 import numpy as np
-import pytest
 
 from netbrew.cli import main
-from netbrew.netdef import Net, save_net
+from netbrew.netdef import Net
 
 
 def build(seed: int = 0) -> tuple[Net, Net]:
@@ -25,14 +24,6 @@ def build(seed: int = 0) -> tuple[Net, Net]:
     net.FC([pool, "fc_w", "fc_b"], "fc").Softmax([], "prob")
     net.add_external_output("prob")
     return init, net
-
-
-@pytest.fixture
-def model_dir(tmp_path):
-    init, net = build()
-    save_net(init, tmp_path / "model" / "init_net.pb")
-    save_net(net, tmp_path / "model" / "predict_net.pb")
-    return tmp_path / "model"
 
 
 def test_info(model_dir, capsys):

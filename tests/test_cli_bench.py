@@ -11,14 +11,6 @@ from netbrew.proto.netbrew_pb2 import TensorProto, TensorShape
 from tests.test_cli import build
 
 
-@pytest.fixture
-def model_dir(tmp_path):
-    init, net = build()
-    save_net(init, tmp_path / "model" / "init_net.pb")
-    save_net(net, tmp_path / "model" / "predict_net.pb")
-    return tmp_path / "model"
-
-
 def table_ops(text: str) -> dict[str, list[str]]:
     rows = {}
     for line in text.splitlines():

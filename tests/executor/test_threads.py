@@ -57,13 +57,8 @@ def test_no_controllable_blas_is_a_clear_error(monkeypatch):
         nb.set_num_threads(1)
 
 
-def test_bench_threads_applies_while_it_runs(tmp_path, capsys):
-    from tests.test_cli_bench import build
-
-    init, net = build()
-    nb.save_net(init, tmp_path / "model" / "init_net.pb")
-    nb.save_net(net, tmp_path / "model" / "predict_net.pb")
-    args = ["bench", str(tmp_path / "model"), "--input", "data=2x1x6x6", "--iters", "1"]
+def test_bench_threads_applies_while_it_runs(model_dir, capsys):
+    args = ["bench", str(model_dir), "--input", "data=2x1x6x6", "--iters", "1"]
     nb.set_num_threads(2)
     assert main([*args, "--threads", "1"]) == 0
     assert "BLAS threads 1" in capsys.readouterr().out
