@@ -8,7 +8,10 @@ over input channels, which is 16 GEMMs (M, C) x (C, tiles), and Y = A^T (sum) A 
 
 The weights' transform U (`winograd_weights`) is made once, by the `winograd_convs` pass,
 and handed to the ConvWinograd op beside the weights W: the op runs as Conv on W where the
-Winograd path does not pay, and exports as a plain Conv on W.
+Winograd path does not pay, and exports as a plain Conv on W. Where the pass knows the
+image size and the larger-tile F(4x4, 3x3) pays there (conv_winograd4.use_winograd4), U is
+that transform instead, (36, C, M), and the op runs conv_winograd4; the op tells the two
+apart by U's shape.
 
 Layout. The padded input is split into its four (row parity, column parity) phases, each
 (C, Hq, Wq) flattened to (C, Hq * Wq): tile (r, s) then reads its 4 patch rows from the
@@ -26,6 +29,12 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew.operators import conv
+from netbrew.operators.conv_winograd4 import (
+    kernel_transform,
+    transform4_matches,
+    use_winograd4,
+    winograd4_correlate,
+)
 from netbrew.operators.fused import relu_in_place
 from netbrew.operators.schema import get_schema, kernel, no_gradient, schema
 from netbrew.operators.window import make_window, scratch
@@ -54,9 +63,10 @@ for _fused in ("ConvWinograd", "ConvWinogradRelu"):
         onnx=False,
         doc="Conv(X, W, B)"
         + (" then Relu" if _fused.endswith("Relu") else "")
-        + ", where U = winograd_weights(W) (16, M, C) is W's Winograd F(2x2, 3x3) transform; "
-        "stride-1 3x3 convs on large enough images run through U (see conv_winograd), the "
-        "rest as Conv does. Made by the winograd_convs pass; exported as Conv",
+        + ", where U is W's Winograd transform: winograd_weights(W) (16, M, C) for "
+        "F(2x2, 3x3) or winograd4_weights(W) (36, C, M) for F(4x4, 3x3); stride-1 3x3 convs "
+        "on large enough images run through U (see conv_winograd, conv_winograd4), the rest "
+        "as Conv does. Made by the winograd_convs pass; exported as Conv",
     )
     no_gradient(_fused, "inference-only op made by the winograd_convs pass")
 
@@ -117,14 +127,22 @@ def _winograd_kernel(relu: bool):
             found is not None
             and x.dtype == u.dtype
             and x.dtype in (np.float32, np.float64)
-            and u.shape == (16, *w.shape[:2])
             and x.shape[1] == w.shape[1]
             and (b is None or b.shape == w.shape[:1])
-            and use_winograd(w.shape[1], w.shape[0], found[1])
-            and transform_matches(w, u)
         ):
             bias = None if b is None else b.astype(x.dtype, copy=False)
-            return (winograd_correlate(x, u, found[0], bias, relu),)
+            if (
+                u.shape == (36, *w.shape[1::-1])
+                and use_winograd4(w.shape[1], w.shape[0], found[1])
+                and transform4_matches(w, u)
+            ):
+                return (winograd4_correlate(x, u, found[0], bias, relu),)
+            if (
+                u.shape == (16, *w.shape[:2])
+                and use_winograd(w.shape[1], w.shape[0], found[1])
+                and transform_matches(w, u)
+            ):
+                return (winograd_correlate(x, u, found[0], bias, relu),)
         (y,) = conv.conv_cpu(x, w, b, **attrs)
         return (relu_in_place(y) if relu else y,)
 
@@ -139,10 +157,7 @@ def winograd_weights(w: np.ndarray) -> np.ndarray:
     """The transformed kernel U (16, M, C) of 3x3 weights w (M, C, 3, 3): U[4i + j] is the
     (i, j) entry of G g G^T for every (output, input) channel pair. Computed in float64,
     returned in w's dtype."""
-    if w.ndim != 4 or w.shape[2:] != (3, 3):
-        raise ValueError(f"winograd_weights: expected weights (M, C, 3, 3), got {w.shape}")
-    u = np.einsum("ia,mcab,jb->ijmc", _G, w.astype(np.float64), _G)
-    return np.ascontiguousarray(u.reshape(16, *w.shape[:2]).astype(w.dtype))
+    return kernel_transform(w, _G, "ia,mcab,jb->ijmc", "winograd_weights")
 
 
 def winograd_correlate(

@@ -1,4 +1,5 @@
-"""Winograd F(2x2, 3x3) convolution and the ConvWinograd ops, against the direct Conv."""
+"""Winograd F(2x2, 3x3) convolution and the ConvWinograd ops (on either transform), against
+the direct Conv."""
 
 import numpy as np
 import onnx
@@ -8,6 +9,7 @@ from netbrew.converters.onnx.to_onnx import CONVERTERS
 from netbrew.netdef import op_def
 from netbrew.operators import GRADIENTS, NoGradient
 from netbrew.operators import conv_winograd as cw
+from netbrew.operators import conv_winograd4 as cw4
 from netbrew.testing import rand, run_op
 
 SHAPES = [  # (N, C, H, W), M, pads (top, left, bottom, right)
@@ -77,20 +79,25 @@ def test_use_winograd_rule():
 
 @pytest.mark.parametrize("op_type", ["ConvWinograd", "ConvWinogradRelu"])
 @pytest.mark.parametrize("forced", [True, False])
-def test_op_equals_conv_on_both_paths(op_type, forced, monkeypatch):
-    """The op runs the Winograd path where `use_winograd` says, Conv elsewhere: same numbers."""
+@pytest.mark.parametrize("tile", [2, 4])
+def test_op_equals_conv_on_both_paths(op_type, forced, tile, monkeypatch):
+    """The op runs the Winograd path its transform U is for (F(2x2), or F(4x4) given U of
+    shape (36, C, M)) where `use_winograd` (`use_winograd4`) says, Conv elsewhere: the
+    same numbers either way."""
+    suffix = "4" if tile == 4 else ""
+    transform = cw4.winograd4_weights if tile == 4 else cw.winograd_weights
     calls = []
-    real = cw.winograd_correlate
-    monkeypatch.setattr(cw, "use_winograd", lambda *a: forced)
-    monkeypatch.setattr(cw, "winograd_correlate", lambda *a: calls.append(1) or real(*a))
+    real = getattr(cw, f"winograd{suffix}_correlate")
+    monkeypatch.setattr(cw, f"use_winograd{suffix}", lambda *a: forced)
+    monkeypatch.setattr(cw, f"winograd{suffix}_correlate", lambda *a: calls.append(1) or real(*a))
     x, w, b = rand(2, 4, 9, 8, seed=8), rand(6, 4, 3, 3, seed=9), rand(6, seed=10)
     want = _direct(x, w, b, (1, 1, 1, 1))
     if op_type.endswith("Relu"):
         want = np.maximum(want, 0)
-    (got,) = run_op(op_type, [x, w, cw.winograd_weights(w), b], pads=[1, 1, 1, 1])
-    np.testing.assert_allclose(got, want, atol=2e-5)
+    (got,) = run_op(op_type, [x, w, transform(w), b], pads=[1, 1, 1, 1])
+    np.testing.assert_allclose(got, want, atol=1e-4)
     assert len(calls) == int(forced)
-    (same,) = run_op(op_type, [x, w, cw.winograd_weights(w)], auto_pad="SAME_UPPER")
+    (same,) = run_op(op_type, [x, w, transform(w)], auto_pad="SAME_UPPER")
     (want_same,) = run_op("Conv", [x, w], auto_pad="SAME_UPPER")
     if op_type.endswith("Relu"):
         want_same = np.maximum(want_same, 0)

@@ -16,7 +16,9 @@ WINOGRAD = {"Conv": "ConvWinograd", "ConvRelu": "ConvWinogradRelu"}
 
 def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     """Rewrites `Conv(X, W, B)` as `ConvWinograd(X, W, U, B)` (ConvRelu likewise), with
-    U = winograd_weights(W) added to the params as `<W>__winograd`.
+    W's Winograd transform U added to the params: `<W>__winograd4` = winograd4_weights(W),
+    for F(4x4, 3x3), where the image size is known and that path pays there
+    (conv_winograd4.use_winograd4), else `<W>__winograd` = winograd_weights(W), F(2x2, 3x3).
 
     An op qualifies when it runs on CPU; its weight W is in `params`, written by no op of the
     net, float32 or float64 and (M, C, 3, 3) with M and C at least
@@ -35,7 +37,9 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
         (new NetDef, new params): the params gain one transform per distinct weight, and
         the net's external inputs gain the transforms of the weights among them.
     """
-    from netbrew.operators.conv_winograd import winograd_weights  # late: operators import netdef
+    # late imports: the operators import netdef
+    from netbrew.operators.conv_winograd import winograd_weights
+    from netbrew.operators.conv_winograd4 import winograd4_weights
 
     written = {name for op in net.op for name in op.output}
     sizes = _image_sizes(net)
@@ -43,12 +47,14 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     ops = []
     added: list[str] = []
     for op in net.op:
-        if not _qualifies(op, params, written, sizes):
+        tile = _tile(op, params, written, sizes)
+        if not tile:
             ops.append(op)
             continue
-        name = f"{op.input[1]}__winograd"
+        name = f"{op.input[1]}__winograd" + ("4" if tile == 4 else "")
         if name not in new_params:
-            new_params[name] = winograd_weights(np.asarray(params[op.input[1]]))
+            transform = winograd4_weights if tile == 4 else winograd_weights
+            new_params[name] = transform(np.asarray(params[op.input[1]]))
             if op.input[1] in net.external_input:
                 added.append(name)
         new = OperatorDef()
@@ -71,28 +77,35 @@ def _image_sizes(net: NetDef) -> dict[str, tuple[int, int]]:
     return sizes
 
 
-def _qualifies(
+def _tile(
     op: OperatorDef, params: dict, written: set[str], sizes: dict[str, tuple[int, int]]
-) -> bool:
+) -> int:
+    """The output tile size of the Winograd transform `op` should get: 4 for F(4x4, 3x3),
+    2 for F(2x2, 3x3), 0 for none."""
     from netbrew.operators.conv_winograd import (
         MIN_CHANNELS,
         plain_3x3,
         use_winograd,
         winograd_pads,
     )
+    from netbrew.operators.conv_winograd4 import use_winograd4
 
     if op.type not in WINOGRAD or op.device_option.device_type != 0 or len(op.input) < 2:
-        return False
+        return 0
     weight = op.input[1]
     if weight not in params or weight in written:
-        return False
+        return 0
     w = params[weight]
     if not isinstance(w, np.ndarray) or w.dtype not in (np.float32, np.float64):
-        return False
+        return 0
     attrs = args_dict(op.arg)
     if not (plain_3x3(w.shape, attrs) and min(w.shape[:2]) >= MIN_CHANNELS):
-        return False
+        return 0
     if op.input[0] not in sizes:  # image size unknown until run time: let the op decide
-        return True
+        return 2
     found = winograd_pads((1, w.shape[1], *sizes[op.input[0]]), w.shape, attrs)
-    return found is not None and use_winograd(w.shape[1], w.shape[0], found[1])
+    if found is None:
+        return 0
+    if use_winograd4(w.shape[1], w.shape[0], found[1]):
+        return 4
+    return 2 if use_winograd(w.shape[1], w.shape[0], found[1]) else 0

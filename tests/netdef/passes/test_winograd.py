@@ -114,38 +114,52 @@ def test_predictor_runs_winograd_and_survives_a_fed_weight(always):
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
 
 
-def _one_conv(size, unknown=()):
-    """A 64 -> 64 3x3 conv whose input's value_info says (1, 64, *size), with the dims in
-    `unknown` unknown."""
+def _one_conv(size, unknown=(), channels=64):
+    """A `channels` -> `channels` 3x3 conv whose input's value_info says (1, channels,
+    *size), with the dims in `unknown` unknown."""
     from netbrew.proto.netbrew_pb2 import TensorProto, TensorShape
 
-    w = np.ones((64, 64, 3, 3), np.float32)
+    w = np.ones((channels, channels, 3, 3), np.float32)
     net = NetDef(name="n", external_input=["x", "w"], external_output=["y"])
     net.op.extend([op_def("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])])
     net.value_info.append(
         TensorShape(
-            name="x", dims=[1, 64, *size], unknown_dims=list(unknown), data_type=TensorProto.FLOAT
+            name="x",
+            dims=[1, channels, *size],
+            unknown_dims=list(unknown),
+            data_type=TensorProto.FLOAT,
         )
     )
     return net, {"w": w}
 
 
 @pytest.mark.parametrize(
-    "size, unknown, converted",
+    "size, unknown, channels, tile",
     [
-        ((96, 96), (), True),  # 48 * 48 tiles: 64 * 64 * 2304 >= 2^23, the path pays
-        ((32, 32), (), False),  # 16 * 16 tiles: it never would, so no transform is stored
-        ((32, 32), (2, 3), True),  # size unknown until run time: the op decides then
-        ((32, 32), (0,), False),  # an unknown batch does not matter
+        ((96, 96), (), 64, 4),  # 24 * 24 tiles of 4x4: F(4x4) pays
+        ((28, 28), (), 64, 4),  # 7 * 7 tiles: just enough
+        ((14, 14), (), 512, 2),  # 4 * 4 tiles: too few for F(4x4); F(2x2) pays at 512x512
+        ((16, 16), (), 64, 0),  # neither would ever pay, so no transform is stored
+        ((16, 16), (2, 3), 64, 2),  # size unknown until run time: F(2x2), the op decides then
+        ((16, 16), (0,), 64, 0),  # an unknown batch does not matter
     ],
 )
-def test_known_image_sizes_decide_which_convs_get_a_transform(size, unknown, converted):
-    net, params = _one_conv(size, unknown)
-    want = cw.use_winograd(64, 64, size) if not {2, 3} & set(unknown) else True
-    assert want is converted
+def test_known_image_sizes_decide_which_transform_a_conv_gets(size, unknown, channels, tile):
+    from netbrew.operators.conv_winograd4 import use_winograd4
+
+    net, params = _one_conv(size, unknown, channels)
+    if not {2, 3} & set(unknown):
+        assert use_winograd4(channels, channels, size) is (tile == 4)
+        if tile < 4:
+            assert cw.use_winograd(channels, channels, size) is (tile == 2)
     out, new_params = winograd_convs(net, params)
-    assert (out.op[0].type == "ConvWinograd") is converted
-    assert ("w__winograd" in new_params) is converted
+    assert (out.op[0].type == "ConvWinograd") is (tile > 0)
+    assert ("w__winograd4" in new_params) is (tile == 4)
+    assert ("w__winograd" in new_params) is (tile == 2)
+    if tile:
+        assert out.op[0].input[2] == ("w__winograd4" if tile == 4 else "w__winograd")
+        shape = (36, channels, channels) if tile == 4 else (16, channels, channels)
+        assert new_params[out.op[0].input[2]].shape == shape
 
 
 def test_onnx_backend_infers_shapes_for_the_pass():
@@ -180,3 +194,41 @@ def test_onnx_backend_infers_shapes_for_the_pass():
         rep = backend.prepare(model(*dims))
         assert [op.op.type for op in rep.runtime.ops] == ["Relu", kind]
         np.testing.assert_allclose(rep.run([x])[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_onnx_backend_runs_f4_where_it_pays():
+    """A 64 -> 64 conv on a 28x28 image gets the F(4x4) transform through the ONNX backend;
+    its output (channels-last) feeds a 1x1 conv and a residual Add, and the model's result
+    matches onnx's ReferenceEvaluator."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto as T
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    from netbrew.converters.onnx import backend
+
+    rng = np.random.default_rng(1)
+    w3 = (rng.normal(size=(64, 64, 3, 3)) / 24).astype(np.float32)
+    w1 = (rng.normal(size=(64, 64, 1, 1)) / 8).astype(np.float32)
+    b3 = rng.normal(size=64).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w3", "b3"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["r"]),
+            helper.make_node("Conv", ["r", "w1"], ["p"]),
+            helper.make_node("Add", ["p", "x"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", T.FLOAT, [1, 64, 28, 28])],
+        [helper.make_tensor_value_info("y", T.FLOAT, None)],
+        [numpy_helper.from_array(v, n) for v, n in ((w3, "w3"), (w1, "w1"), (b3, "b3"))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.normal(size=(1, 64, 28, 28)).astype(np.float32)
+    rep = backend.prepare(model)
+    first = rep.runtime.ops[0]
+    assert first.op.type == "ConvWinogradRelu"
+    assert rep.workspace._blobs[first.inputs[2]].shape == (36, 64, 64)
+    (got,) = rep.run([x])
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

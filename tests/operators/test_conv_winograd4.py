@@ -1,0 +1,144 @@
+"""Winograd F(4x4, 3x3) convolution, its channels-last output, and the ConvWinograd ops
+running it, against the direct Conv."""
+
+import numpy as np
+import pytest
+
+from netbrew.operators import conv_winograd as cw
+from netbrew.operators import conv_winograd4 as cw4
+from netbrew.testing import rand, run_op
+
+SHAPES = [  # (N, C, H, W), M, pads (top, left, bottom, right)
+    ((1, 3, 8, 8), 4, (1, 1, 1, 1)),  # whole tiles
+    ((2, 5, 7, 9), 3, (1, 1, 1, 1)),  # 7x9 outputs: the edge tiles are cropped
+    ((1, 4, 6, 5), 2, (0, 0, 0, 0)),
+    ((1, 2, 6, 6), 3, (2, 0, 0, 2)),  # asymmetric pads
+    ((1, 3, 3, 3), 2, (0, 1, 0, 1)),  # a single output row
+    ((1, 6, 11, 4), 5, (3, 2, 1, 0)),
+    ((1, 8, 17, 13), 6, (1, 1, 1, 1)),  # several tile rows and columns, both cropped
+]
+
+
+def _direct(x, w, b, pads):
+    top, left, bottom, right = pads
+    (y,) = run_op("Conv", [x, w, b], pads=[top, left, bottom, right])
+    return y
+
+
+def _channels_last(x):
+    """x with the same values, laid out (N, H, W, C) in memory."""
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+def _is_channels_last(y):
+    return y.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-12)])
+@pytest.mark.parametrize("x_shape, m, pads", SHAPES)
+def test_f4_matches_direct_conv(x_shape, m, pads, dtype, tol):
+    x = rand(*x_shape, seed=1, dtype=dtype)
+    w = rand(m, x_shape[1], 3, 3, seed=2, dtype=dtype)
+    b = rand(m, seed=3, dtype=dtype)
+    want = _direct(x, w, b, pads)
+    u = cw4.winograd4_weights(w)
+    assert u.shape == (36, x_shape[1], m) and u.dtype == dtype
+    for layout in (x, _channels_last(x)):  # the input may come in either layout
+        got = cw4.winograd4_correlate(layout, u, pads, b)
+        assert got.shape == want.shape and got.dtype == dtype
+        assert _is_channels_last(got)
+        np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
+    relu = cw4.winograd4_correlate(x, u, pads, None, relu=True)
+    np.testing.assert_allclose(relu, np.maximum(want - b.reshape(-1, 1, 1), 0), atol=tol)
+
+
+def test_error_stays_small_on_a_wide_conv():
+    """The transforms scale by up to 8 and 1/24: on a 256-channel sum the float32 result
+    stays within 2e-5 of the output's largest value (the float64 direct conv as the truth;
+    measured 1.1e-5, where the float32 direct conv is off by 4e-7)."""
+    x, w = rand(1, 256, 12, 12, seed=4), rand(64, 256, 3, 3, seed=5)
+    truth = _direct(x.astype(np.float64), w.astype(np.float64), None, (1, 1, 1, 1))
+    got = cw4.winograd4_correlate(x, cw4.winograd4_weights(w), (1, 1, 1, 1))
+    assert np.abs(got - truth).max() <= 2e-5 * np.abs(truth).max()
+
+
+def test_strips_give_the_same_result(monkeypatch):
+    """A big image runs a strip of tile rows at a time; force strips of one and two rows."""
+    x, w, b = rand(2, 4, 17, 10, seed=6), rand(3, 4, 3, 3, seed=7), rand(3, seed=8)
+    u = cw4.winograd4_weights(w)
+    whole = cw4.winograd4_correlate(x, u, (1, 1, 1, 1), b, relu=True)
+    for rows in (1, 2):
+        monkeypatch.setattr(cw4, "STRIP_ELEMENTS", rows * 36 * 3 * 4)  # 3 tiles a row, C=4
+        np.testing.assert_array_equal(cw4.winograd4_correlate(x, u, (1, 1, 1, 1), b, True), whole)
+    np.testing.assert_allclose(whole, np.maximum(_direct(x, w, b, (1, 1, 1, 1)), 0), atol=1e-4)
+
+
+def test_weight_transform_is_g_w_gt():
+    """U[6b + a][c, m] is entry (a, b) of G g G^T, g = w[m, c], G Lavin and Gray's 6x3."""
+    w = rand(5, 7, 3, 3, seed=9, dtype=np.float64)
+    u = cw4.winograd4_weights(w)
+    for m, c in [(0, 0), (4, 6), (2, 3)]:
+        want = cw4._G @ w[m, c] @ cw4._G.T
+        np.testing.assert_allclose(u[:, c, m].reshape(6, 6).T, want, atol=1e-14)
+    assert cw4.transform4_matches(w, u)
+    assert not cw4.transform4_matches(w + 1, u)
+    with pytest.raises(ValueError, match=r"expected weights \(M, C, 3, 3\), got \(5, 7, 5, 5\)"):
+        cw4.winograd4_weights(rand(5, 7, 5, 5))
+
+
+def test_use_winograd4_rule():
+    assert cw4.use_winograd4(64, 64, (56, 56))  # ResNet-50's first stage
+    assert cw4.use_winograd4(128, 128, (28, 28))
+    assert cw4.use_winograd4(96, 128, (27, 27))  # Inception's: 7 x 7 tiles
+    assert not cw4.use_winograd4(256, 256, (14, 14))  # 4 x 4 tiles: measured slower
+    assert not cw4.use_winograd4(32, 128, (56, 56))  # too few channels on one side
+
+
+def test_stale_f4_transform_falls_back_to_the_weights(monkeypatch):
+    monkeypatch.setattr(cw, "use_winograd4", lambda *a: True)
+    x, w, b = rand(1, 4, 8, 8, seed=13), rand(5, 4, 3, 3, seed=14), rand(5, seed=15)
+    old_u = cw4.winograd4_weights(rand(5, 4, 3, 3, seed=16))
+    (got,) = run_op("ConvWinograd", [x, w, old_u, b], pads=[1, 1, 1, 1])
+    np.testing.assert_allclose(got, _direct(x, w, b, (1, 1, 1, 1)), atol=2e-5)
+
+
+def _consumers():
+    """(op type, extra inputs, attributes) of ops that meet a conv's output in real nets."""
+    c = 8
+    return [
+        ("Relu", [], {}),
+        ("Add", [rand(1, c, 1, 1, seed=20)], {}),
+        ("MaxPool", [], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ("AveragePool", [], {"kernel_shape": [2, 2], "strides": [2, 2]}),
+        ("GlobalAveragePool", [], {}),
+        ("Conv", [rand(5, c, 1, 1, seed=21)], {}),
+        ("Conv", [rand(6, c, 3, 3, seed=22)], {"pads": [1, 1, 1, 1]}),
+        ("Conv", [rand(6, c // 2, 3, 3, seed=23)], {"group": 2, "strides": [2, 2]}),
+        ("Conv", [rand(c, 1, 3, 3, seed=24)], {"group": c, "pads": [1, 1, 1, 1]}),
+        ("Flatten", [], {"axis": 1}),
+        ("Transpose", [], {"perm": [0, 2, 3, 1]}),
+        ("Softmax", [], {"axis": 1}),
+        ("LRN", [], {"size": 3}),
+        ("BatchNormalization", [rand(c, seed=s) for s in (25, 26, 27)] + [rand(c) + 2], {}),
+    ]
+
+
+@pytest.mark.parametrize("op_type, extra, attrs", _consumers(), ids=lambda v: str(v)[:20])
+def test_channels_last_output_feeds_other_ops(op_type, extra, attrs):
+    """Ops after an F(4x4) conv read its channels-last output: the same numbers as from the
+    same values laid out (N, C, H, W)."""
+    x, w = rand(1, 8, 12, 12, seed=17), rand(8, 8, 3, 3, seed=18)
+    y = cw4.winograd4_correlate(x, cw4.winograd4_weights(w), (1, 1, 1, 1))
+    assert _is_channels_last(y)
+    want = run_op(op_type, [np.ascontiguousarray(y), *extra], **attrs)
+    got = run_op(op_type, [y, *extra], **attrs)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
+
+
+def test_concat_of_both_layouts():
+    x, w = rand(1, 8, 12, 12, seed=19), rand(8, 8, 3, 3, seed=28)
+    y = cw4.winograd4_correlate(x, cw4.winograd4_weights(w), (1, 1, 1, 1))
+    other = rand(1, 3, 12, 12, seed=29)
+    (got,) = run_op("Concat", [y, other], axis=1)
+    np.testing.assert_array_equal(got, np.concatenate([np.ascontiguousarray(y), other], 1))
