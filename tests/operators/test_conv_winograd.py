@@ -56,17 +56,23 @@ def test_strips_give_the_same_result(monkeypatch):
     np.testing.assert_allclose(whole, np.maximum(_direct(x, w, b, (1, 1, 1, 1)), 0), atol=2e-5)
 
 
-def test_weight_transform_is_g_w_gt():
-    """U[4i + j][m, c] is entry (i, j) of G g G^T, g = w[m, c], G Lavin and Gray's 4x3."""
+@pytest.mark.parametrize("tile", [2, 4])
+def test_weight_transform_is_g_w_gt(tile):
+    """U holds entry (a, b) of G g G^T, g = w[m, c], G Lavin and Gray's 4x3 (6x3 for
+    F(4x4)): at U[4a + b][m, c] for F(2x2), at U[6b + a][c, m] for F(4x4)."""
     w = rand(5, 7, 3, 3, seed=7, dtype=np.float64)
-    u = cw.winograd_weights(w)
-    g = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    if tile == 2:
+        u, g, matches = cw.winograd_weights(w), cw._G, cw.transform_matches
+    else:
+        u, g, matches = cw4.winograd4_weights(w), cw4._G, cw4.transform4_matches
     for m, c in [(0, 0), (4, 6), (2, 3)]:
-        np.testing.assert_allclose(u[:, m, c].reshape(4, 4), g @ w[m, c] @ g.T, atol=1e-14)
-    assert cw.transform_matches(w, u)
-    assert not cw.transform_matches(w + 1, u)
+        got = u[:, m, c].reshape(4, 4) if tile == 2 else u[:, c, m].reshape(6, 6).T
+        np.testing.assert_allclose(got, g @ w[m, c] @ g.T, atol=1e-14)
+    assert matches(w, u)
+    assert not matches(w + 1, u)
+    make = cw.winograd_weights if tile == 2 else cw4.winograd4_weights
     with pytest.raises(ValueError, match=r"expected weights \(M, C, 3, 3\), got \(5, 7, 5, 5\)"):
-        cw.winograd_weights(rand(5, 7, 5, 5))
+        make(rand(5, 7, 5, 5))
 
 
 def test_use_winograd_rule():

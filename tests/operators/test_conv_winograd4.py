@@ -73,19 +73,6 @@ def test_strips_give_the_same_result(monkeypatch):
     np.testing.assert_allclose(whole, np.maximum(_direct(x, w, b, (1, 1, 1, 1)), 0), atol=1e-4)
 
 
-def test_weight_transform_is_g_w_gt():
-    """U[6b + a][c, m] is entry (a, b) of G g G^T, g = w[m, c], G Lavin and Gray's 6x3."""
-    w = rand(5, 7, 3, 3, seed=9, dtype=np.float64)
-    u = cw4.winograd4_weights(w)
-    for m, c in [(0, 0), (4, 6), (2, 3)]:
-        want = cw4._G @ w[m, c] @ cw4._G.T
-        np.testing.assert_allclose(u[:, c, m].reshape(6, 6).T, want, atol=1e-14)
-    assert cw4.transform4_matches(w, u)
-    assert not cw4.transform4_matches(w + 1, u)
-    with pytest.raises(ValueError, match=r"expected weights \(M, C, 3, 3\), got \(5, 7, 5, 5\)"):
-        cw4.winograd4_weights(rand(5, 7, 5, 5))
-
-
 def test_use_winograd4_rule():
     assert cw4.use_winograd4(64, 64, (56, 56))  # ResNet-50's first stage
     assert cw4.use_winograd4(128, 128, (28, 28))
