@@ -30,6 +30,7 @@ import numpy as np
 
 from netbrew.operators import conv
 from netbrew.operators.conv_winograd4 import (
+    corner_taps_match,
     kernel_transform,
     transform4_matches,
     use_winograd4,
@@ -85,13 +86,8 @@ def transform_matches(w: np.ndarray, u: np.ndarray, samples: int = 16) -> bool:
     """A cheap check that u is still w's transform (so a weight fed after the pass ran is
     not paired with a stale U): U's corner entries are w's corner taps exactly, compared at
     `samples` channel pairs spread over (M, C)."""
-    m, c = w.shape[:2]
-    flat = np.linspace(0, m * c - 1, min(samples, m * c)).astype(np.intp)
-    rows, cols = np.divmod(flat, c)
-    return all(
-        np.array_equal(u[k, rows, cols], w[rows, cols, i, j].astype(u.dtype))
-        for k, i, j in ((0, 0, 0), (3, 0, 2), (12, 2, 0), (15, 2, 2))
-    )
+    corners = ((0, 0, 0, 1), (3, 0, 2, 1), (12, 2, 0, 1), (15, 2, 2, 1))
+    return corner_taps_match(w, u, corners, samples)
 
 
 def plain_3x3(w_shape: tuple[int, ...], attrs: dict) -> bool:

@@ -100,17 +100,20 @@ def transform4_matches(w: np.ndarray, u: np.ndarray, samples: int = 16) -> bool:
     """A cheap check that u is still w's F(4x4) transform: U's corner entries are w's corner
     taps times 1/16, 1/4, 1/4 and 1 (exact in binary floating point), compared at `samples`
     channel pairs spread over (M, C)."""
+    corners = ((0, 0, 0, 1 / 16), (30, 0, 2, 1 / 4), (5, 2, 0, 1 / 4), (35, 2, 2, 1))
+    return corner_taps_match(w, u.transpose(0, 2, 1), corners, samples)
+
+
+def corner_taps_match(w: np.ndarray, u_mc: np.ndarray, corners, samples: int) -> bool:
+    """Whether u_mc[k, m, c] == w[m, c, i, j] * scale for every (k, i, j, scale) in
+    `corners`, at `samples` channel pairs (m, c) spread over w's (M, C): the stale-weight
+    check of both Winograd transforms, u_mc being U viewed as (taps, M, C)."""
     m, c = w.shape[:2]
     flat = np.linspace(0, m * c - 1, min(samples, m * c)).astype(np.intp)
     rows, cols = np.divmod(flat, c)
     return all(
-        np.array_equal(u[k, cols, rows], (w[rows, cols, i, j] * scale).astype(u.dtype))
-        for k, i, j, scale in (
-            (0, 0, 0, 1 / 16),
-            (30, 0, 2, 1 / 4),
-            (5, 2, 0, 1 / 4),
-            (35, 2, 2, 1),
-        )
+        np.array_equal(u_mc[k, rows, cols], (w[rows, cols, i, j] * scale).astype(u_mc.dtype))
+        for k, i, j, scale in corners
     )
 
 

@@ -19,6 +19,7 @@ SHAPES = [  # (N, C, H, W), M, pads (top, left, bottom, right)
     ((1, 2, 6, 6), 3, (2, 0, 0, 2)),  # asymmetric pads
     ((1, 3, 3, 3), 2, (0, 1, 0, 1)),  # a single output row
     ((1, 6, 11, 4), 5, (3, 2, 1, 0)),
+    ((1, 8, 17, 13), 6, (1, 1, 1, 1)),  # several tile rows and columns, both cropped
 ]
 
 
@@ -28,19 +29,36 @@ def _direct(x, w, b, pads):
     return y
 
 
-@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-5), (np.float64, 1e-12)])
+def _channels_last(x):
+    """x with the same values, laid out (N, H, W, C) in memory."""
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+def _is_channels_last(y):
+    return y.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("x_shape, m, pads", SHAPES)
-def test_winograd_matches_direct_conv(x_shape, m, pads, dtype, tol):
+@pytest.mark.parametrize("tile", [2, 4])
+def test_winograd_matches_direct_conv(x_shape, m, pads, dtype, tile):
+    """Both transforms, on input in either memory layout; F(4x4)'s output is channels-last."""
+    tol = 1e-12 if dtype == np.float64 else (2e-5 if tile == 2 else 1e-4)
     x = rand(*x_shape, seed=1, dtype=dtype)
     w = rand(m, x_shape[1], 3, 3, seed=2, dtype=dtype)
     b = rand(m, seed=3, dtype=dtype)
     want = _direct(x, w, b, pads)
-    u = cw.winograd_weights(w)
-    assert u.shape == (16, m, x_shape[1]) and u.dtype == dtype
-    got = cw.winograd_correlate(x, u, pads, b)
-    assert got.shape == want.shape and got.dtype == dtype
-    np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
-    relu = cw.winograd_correlate(x, u, pads, None, relu=True)
+    if tile == 2:
+        u, correlate, shape = cw.winograd_weights(w), cw.winograd_correlate, (16, m, x_shape[1])
+    else:
+        u, correlate, shape = cw4.winograd4_weights(w), cw4.winograd4_correlate, (36, x_shape[1], m)
+    assert u.shape == shape and u.dtype == dtype
+    for layout in (x, _channels_last(x)):
+        got = correlate(layout, u, pads, b)
+        assert got.shape == want.shape and got.dtype == dtype
+        assert tile == 2 or _is_channels_last(got)
+        np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
+    relu = correlate(x, u, pads, None, relu=True)
     np.testing.assert_allclose(relu, np.maximum(want - b.reshape(-1, 1, 1), 0), atol=tol)
 
 

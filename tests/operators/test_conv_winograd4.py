@@ -1,5 +1,6 @@
-"""Winograd F(4x4, 3x3) convolution, its channels-last output, and the ConvWinograd ops
-running it, against the direct Conv."""
+"""Winograd F(4x4, 3x3): its accuracy, strips, rule, stale-transform fallback and the ops
+that read its channels-last output. (Its match with the direct Conv, its weight transform
+and the ConvWinograd op on it are tested with F(2x2)'s in test_conv_winograd.py.)"""
 
 import numpy as np
 import pytest
@@ -7,49 +8,7 @@ import pytest
 from netbrew.operators import conv_winograd as cw
 from netbrew.operators import conv_winograd4 as cw4
 from netbrew.testing import rand, run_op
-
-SHAPES = [  # (N, C, H, W), M, pads (top, left, bottom, right)
-    ((1, 3, 8, 8), 4, (1, 1, 1, 1)),  # whole tiles
-    ((2, 5, 7, 9), 3, (1, 1, 1, 1)),  # 7x9 outputs: the edge tiles are cropped
-    ((1, 4, 6, 5), 2, (0, 0, 0, 0)),
-    ((1, 2, 6, 6), 3, (2, 0, 0, 2)),  # asymmetric pads
-    ((1, 3, 3, 3), 2, (0, 1, 0, 1)),  # a single output row
-    ((1, 6, 11, 4), 5, (3, 2, 1, 0)),
-    ((1, 8, 17, 13), 6, (1, 1, 1, 1)),  # several tile rows and columns, both cropped
-]
-
-
-def _direct(x, w, b, pads):
-    top, left, bottom, right = pads
-    (y,) = run_op("Conv", [x, w, b], pads=[top, left, bottom, right])
-    return y
-
-
-def _channels_last(x):
-    """x with the same values, laid out (N, H, W, C) in memory."""
-    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-
-
-def _is_channels_last(y):
-    return y.transpose(0, 2, 3, 1).flags.c_contiguous
-
-
-@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-12)])
-@pytest.mark.parametrize("x_shape, m, pads", SHAPES)
-def test_f4_matches_direct_conv(x_shape, m, pads, dtype, tol):
-    x = rand(*x_shape, seed=1, dtype=dtype)
-    w = rand(m, x_shape[1], 3, 3, seed=2, dtype=dtype)
-    b = rand(m, seed=3, dtype=dtype)
-    want = _direct(x, w, b, pads)
-    u = cw4.winograd4_weights(w)
-    assert u.shape == (36, x_shape[1], m) and u.dtype == dtype
-    for layout in (x, _channels_last(x)):  # the input may come in either layout
-        got = cw4.winograd4_correlate(layout, u, pads, b)
-        assert got.shape == want.shape and got.dtype == dtype
-        assert _is_channels_last(got)
-        np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
-    relu = cw4.winograd4_correlate(x, u, pads, None, relu=True)
-    np.testing.assert_allclose(relu, np.maximum(want - b.reshape(-1, 1, 1), 0), atol=tol)
+from tests.operators.test_conv_winograd import _direct, _is_channels_last
 
 
 def test_error_stays_small_on_a_wide_conv():
