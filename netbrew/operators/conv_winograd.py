@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew.operators import conv
+from netbrew.operators.conv_hwc import hwc_correlate, hwc_matches
 from netbrew.operators.conv_winograd4 import (
     corner_taps_match,
     kernel_transform,
@@ -65,9 +66,10 @@ for _fused in ("ConvWinograd", "ConvWinogradRelu"):
         doc="Conv(X, W, B)"
         + (" then Relu" if _fused.endswith("Relu") else "")
         + ", where U is W's Winograd transform: winograd_weights(W) (16, M, C) for "
-        "F(2x2, 3x3) or winograd4_weights(W) (36, C, M) for F(4x4, 3x3); stride-1 3x3 convs "
-        "on large enough images run through U (see conv_winograd, conv_winograd4), the rest "
-        "as Conv does. Made by the winograd_convs pass; exported as Conv",
+        "F(2x2, 3x3) or winograd4_weights(W) (36, C, M) for F(4x4, 3x3), where stride-1 3x3 "
+        "convs on large enough images run through U (see conv_winograd, conv_winograd4), or "
+        "hwc_weights(W) (kh, kw, C, M), W laid out for a channels-last im2col (conv_hwc); "
+        "the rest run as Conv does. Made by the winograd_convs pass; exported as Conv",
     )
     no_gradient(_fused, "inference-only op made by the winograd_convs pass")
 
@@ -118,6 +120,10 @@ def winograd_pads(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: dic
 
 def _winograd_kernel(relu: bool):
     def run(x, w, u, b=None, **attrs):
+        if u.ndim == 4:  # hwc_weights(W): the channels-last im2col
+            y = _hwc_run(x, w, u, b, attrs, relu)
+            if y is not None:
+                return (y,)
         found = winograd_pads(x.shape, w.shape, attrs)
         if (
             found is not None
@@ -143,6 +149,30 @@ def _winograd_kernel(relu: bool):
         return (relu_in_place(y) if relu else y,)
 
     return run
+
+
+def _hwc_run(x, w, u, b, attrs: dict, relu: bool) -> np.ndarray | None:
+    """conv_hwc's result for ConvWinograd(X, W, U, B) with U = hwc_weights(W), or None
+    where that path does not apply (the op then runs as Conv)."""
+    if not (
+        x.ndim == 4
+        and x.dtype == u.dtype == w.dtype
+        and x.dtype in (np.float32, np.float64)
+        and attrs.get("group", 1) == 1
+        and all(v == 1 for v in attrs.get("dilations") or ())
+        and x.shape[1] == w.shape[1]
+        and (b is None or b.shape == w.shape[:1])
+        and hwc_matches(w, u)
+    ):
+        return None
+    strides, pads = attrs.get("strides"), attrs.get("pads")
+    win = make_window(
+        x.shape[2:], w.shape[2:], strides, None, pads, attrs.get("auto_pad", "NOTSET")
+    )
+    if min(win.begin) < 0:
+        return None
+    bias = None if b is None else b.astype(x.dtype, copy=False)
+    return hwc_correlate(x, u, win, bias, relu)
 
 
 kernel("ConvWinograd")(_winograd_kernel(False))

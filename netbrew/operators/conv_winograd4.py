@@ -34,6 +34,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from netbrew.operators.window import scratch
+from netbrew.operators.zeros import relu as relu_into
 
 _BT = np.array(
     [
@@ -137,7 +138,7 @@ def winograd4_correlate(
     y = np.empty((batch, ho, wo, m), x.dtype)
     rows = max(1, min(th, STRIP_ELEMENTS // (36 * tw * max(channels, m))))
     for n in range(batch):
-        image = _padded(x[n], top, left, hp, wp)
+        image = padded_channels_last(x[n], top, left, hp, wp)
         for r0 in range(0, th, rows):
             r1 = min(th, r0 + rows)
             block = _transform_input(image, r0, r1 - r0, tw, bt)  # (36, tiles, C)
@@ -145,11 +146,11 @@ def winograd4_correlate(
             np.matmul(block, u, out=prods)
             _write_outputs(prods, y[n], r0, r1, tw, at, bias)
     if relu:
-        np.maximum(y, 0, out=y)
+        relu_into(y, out=y)
     return y.transpose(0, 3, 1, 2)
 
 
-def _padded(x: np.ndarray, top: int, left: int, hp: int, wp: int) -> np.ndarray:
+def padded_channels_last(x: np.ndarray, top: int, left: int, hp: int, wp: int) -> np.ndarray:
     """x (C, H, W) zero-padded to (hp, wp) with x at (top, left), channels-last: (hp, wp, C)."""
     channels, height, width = x.shape
     out = scratch("wino4_p", (hp, wp, channels), x.dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from netbrew.operators.zeros import relu, zeros_like_shared
+from netbrew.operators.zeros import relu, zeros_in_layout, zeros_like_shared
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int8])
@@ -37,3 +37,16 @@ def test_zeros_are_shared_read_only_and_grow():
     assert big.shape == (3, 1 << 20) and not big[:, ::4096].any()
     with pytest.raises(ValueError):
         small[0, 0] = 1.0
+
+
+def test_zeros_follow_a_channels_last_layout():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 5, 6, 8)).astype(np.float32).transpose(0, 3, 1, 2)  # NHWC memory
+    zeros = zeros_in_layout(x)
+    assert zeros.shape == x.shape and not zeros.any()
+    assert np.argsort(zeros.strides).tolist() == np.argsort(x.strides).tolist()  # same walk order
+    assert zeros_in_layout(np.ones((3, 4))).flags.c_contiguous
+    want = np.maximum(x, 0)
+    buf = x.copy(order="K")
+    assert relu(buf, out=buf) is buf and np.array_equal(buf, want)
+    assert relu(x).tobytes() == want.tobytes()

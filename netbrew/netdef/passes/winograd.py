@@ -1,6 +1,7 @@
 """Winograd convolution: stride-1 3x3 Conv/ConvRelu ops with constant weights become
 ConvWinograd/ConvWinogradRelu, which also read the weights' Winograd transform, made here
-once (netbrew.operators.conv_winograd)."""
+once (netbrew.operators.conv_winograd). Mid-sized 3x3 convs that only convs read get the
+weights laid out for a channels-last im2col instead (netbrew.operators.conv_hwc)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     Winograd path only where it pays for the image size met at run time, and runs as Conv
     elsewhere, with the same results up to rounding (a few ulps).
 
+    Where neither Winograd tile pays, a 3x3 conv (stride 1 or 2) whose output only convs
+    read, as their input X, and that conv_hwc.use_hwc says pays at the known image size,
+    gets `<W>__hwc` = hwc_weights(W), W laid out (3, 3, C, M): the op then runs a
+    channels-last im2col and leaves its output channels-last, which the reading convs take
+    at no cost (a net output or another reader would have to walk it transposed).
+
     Args:
         net: the NetDef; not modified.
         params: parameter values by name; not modified.
@@ -38,23 +45,25 @@ def winograd_convs(net: NetDef, params: dict) -> tuple[NetDef, dict]:
         the net's external inputs gain the transforms of the weights among them.
     """
     # late imports: the operators import netdef
+    from netbrew.operators.conv_hwc import hwc_weights
     from netbrew.operators.conv_winograd import winograd_weights
     from netbrew.operators.conv_winograd4 import winograd4_weights
 
+    transforms = {"winograd4": winograd4_weights, "winograd": winograd_weights, "hwc": hwc_weights}
     written = {name for op in net.op for name in op.output}
     sizes = _image_sizes(net)
+    conv_fed = _conv_fed(net)
     new_params = dict(params)
     ops = []
     added: list[str] = []
     for op in net.op:
-        tile = _tile(op, params, written, sizes)
-        if not tile:
+        kind = _transform(op, params, written, sizes, conv_fed)
+        if not kind:
             ops.append(op)
             continue
-        name = f"{op.input[1]}__winograd" + ("4" if tile == 4 else "")
+        name = f"{op.input[1]}__{kind}"
         if name not in new_params:
-            transform = winograd4_weights if tile == 4 else winograd_weights
-            new_params[name] = transform(np.asarray(params[op.input[1]]))
+            new_params[name] = transforms[kind](np.asarray(params[op.input[1]]))
             if op.input[1] in net.external_input:
                 added.append(name)
         new = OperatorDef()
@@ -77,11 +86,28 @@ def _image_sizes(net: NetDef) -> dict[str, tuple[int, int]]:
     return sizes
 
 
-def _tile(
-    op: OperatorDef, params: dict, written: set[str], sizes: dict[str, tuple[int, int]]
-) -> int:
-    """The output tile size of the Winograd transform `op` should get: 4 for F(4x4, 3x3),
-    2 for F(2x2, 3x3), 0 for none."""
+def _conv_fed(net: NetDef) -> set[str]:
+    """The blobs that only convs read, as their input X, and that are not net outputs: a
+    conv writing one may leave it channels-last (convs read either layout at no cost)."""
+    readers: dict[str, set[str]] = {}
+    for op in net.op:
+        for slot, name in enumerate(op.input):
+            readers.setdefault(name, set()).add(op.type if slot == 0 else "")
+    convs = set(WINOGRAD) | set(WINOGRAD.values())
+    outputs = set(net.external_output)
+    return {name for name, kinds in readers.items() if kinds <= convs and name not in outputs}
+
+
+def _transform(
+    op: OperatorDef,
+    params: dict,
+    written: set[str],
+    sizes: dict[str, tuple[int, int]],
+    conv_fed: set[str],
+) -> str:
+    """Which weight transform `op` should get: "winograd4" for F(4x4, 3x3), "winograd" for
+    F(2x2, 3x3), "hwc" for the channels-last im2col (conv_hwc), "" for none."""
+    from netbrew.operators.conv_hwc import use_hwc
     from netbrew.operators.conv_winograd import (
         MIN_CHANNELS,
         plain_3x3,
@@ -89,23 +115,41 @@ def _tile(
         winograd_pads,
     )
     from netbrew.operators.conv_winograd4 import use_winograd4
+    from netbrew.operators.window import make_window
 
     if op.type not in WINOGRAD or op.device_option.device_type != 0 or len(op.input) < 2:
-        return 0
+        return ""
     weight = op.input[1]
     if weight not in params or weight in written:
-        return 0
+        return ""
     w = params[weight]
     if not isinstance(w, np.ndarray) or w.dtype not in (np.float32, np.float64):
-        return 0
+        return ""
     attrs = args_dict(op.arg)
-    if not (plain_3x3(w.shape, attrs) and min(w.shape[:2]) >= MIN_CHANNELS):
-        return 0
-    if op.input[0] not in sizes:  # image size unknown until run time: let the op decide
-        return 2
-    found = winograd_pads((1, w.shape[1], *sizes[op.input[0]]), w.shape, attrs)
-    if found is None:
-        return 0
-    if use_winograd4(w.shape[1], w.shape[0], found[1]):
-        return 4
-    return 2 if use_winograd(w.shape[1], w.shape[0], found[1]) else 0
+    if plain_3x3(w.shape, attrs) and min(w.shape[:2]) >= MIN_CHANNELS:
+        if op.input[0] not in sizes:  # image size unknown until run time: let the op decide
+            return "winograd"
+        found = winograd_pads((1, w.shape[1], *sizes[op.input[0]]), w.shape, attrs)
+        if found is not None and use_winograd4(w.shape[1], w.shape[0], found[1]):
+            return "winograd4"
+        if found is not None and use_winograd(w.shape[1], w.shape[0], found[1]):
+            return "winograd"
+    strided = dict(attrs, strides=[1, 1])  # the channels-last im2col takes any stride
+    if not (
+        plain_3x3(w.shape, strided)
+        and op.input[0] in sizes
+        and op.output[0] in conv_fed
+        and all(v in (1, 2) for v in attrs.get("strides") or ())
+    ):
+        return ""
+    win = make_window(
+        sizes[op.input[0]],
+        (3, 3),
+        attrs.get("strides"),
+        None,
+        attrs.get("pads"),
+        attrs.get("auto_pad", "NOTSET"),
+    )
+    if min(win.begin) < 0 or not use_hwc(w.shape[1], w.shape[0], sizes[op.input[0]], win.out):
+        return ""
+    return "hwc"

@@ -232,3 +232,38 @@ def test_onnx_backend_runs_f4_where_it_pays():
     (got,) = rep.run([x])
     (want,) = ReferenceEvaluator(model).run(None, {"x": x})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "size, strides, reader, kind",
+    [
+        ((14, 14), 1, "Conv", "hwc"),  # ResNet-50's 14x14: the channels-last im2col
+        ((28, 28), 2, "ConvRelu", "hwc"),  # strided
+        ((14, 14), 1, "Relu", ""),  # a non-conv reader would get channels-last input
+        ((14, 14), 1, "output", ""),  # so would the caller
+        ((7, 7), 1, "Conv", ""),  # too small to pay
+        ((56, 56), 2, "Conv", ""),  # too big an input to copy channels-last
+    ],
+)
+def test_channels_last_im2col_only_where_convs_read_the_output(size, strides, reader, kind):
+    from netbrew.operators.conv_hwc import hwc_weights
+
+    net, params = _one_conv(size)
+    rng = np.random.default_rng(3)
+    params = {"w": (rng.normal(size=(64, 64, 3, 3)) / 24).astype(np.float32)}
+    net.op[0].output[0] = "c"
+    net.op[0].arg.extend(op_def("Conv", [], [], strides=[strides, strides]).arg)
+    if reader == "output":
+        net.external_output[:] = ["c"]
+    else:
+        params["w2"] = (rng.normal(size=(64, 64, 1, 1)) / 8).astype(np.float32)
+        net.external_input.append("w2")
+        net.op.append(op_def(reader, ["c", "w2"] if "Conv" in reader else ["c"], ["y"]))
+    out, new_params = winograd_convs(net, params)
+    assert (out.op[0].type == "ConvWinograd") is bool(kind)
+    assert ("w__hwc" in new_params) is (kind == "hwc")
+    if kind:
+        assert list(out.op[0].input) == ["x", "w", "w__hwc"]
+        np.testing.assert_array_equal(new_params["w__hwc"], hwc_weights(params["w"]))
+        feeds = {"x": rng.normal(size=(1, 64, *size)).astype(np.float32)}
+        assert_same(net, out, {**feeds, **new_params}, atol=1e-4)
