@@ -86,8 +86,7 @@ def hwc_correlate(
     for n in range(batch):
         image = padded_channels_last(x[n], top, left, hp, wp)  # (hp, wp, C)
         s_h, s_w, s_c = image.strides
-        shape = (ho, wo, kh, kw, channels)
-        np.copyto(cols, as_strided(image, shape, (sh * s_h, sw * s_w, s_h, s_w, s_c)))
+        np.copyto(cols, as_strided(image, cols.shape, (sh * s_h, sw * s_w, s_h, s_w, s_c)))
         np.matmul(cols.reshape(ho * wo, -1), u.reshape(-1, m), out=y[n].reshape(-1, m))
     if bias is not None:
         y += bias

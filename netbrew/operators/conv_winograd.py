@@ -120,59 +120,55 @@ def winograd_pads(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: dic
 
 def _winograd_kernel(relu: bool):
     def run(x, w, u, b=None, **attrs):
-        if u.ndim == 4:  # hwc_weights(W): the channels-last im2col
-            y = _hwc_run(x, w, u, b, attrs, relu)
-            if y is not None:
-                return (y,)
-        found = winograd_pads(x.shape, w.shape, attrs)
         if (
-            found is not None
-            and x.dtype == u.dtype
+            x.dtype == u.dtype
             and x.dtype in (np.float32, np.float64)
+            and x.ndim == w.ndim
             and x.shape[1] == w.shape[1]
             and (b is None or b.shape == w.shape[:1])
         ):
             bias = None if b is None else b.astype(x.dtype, copy=False)
-            if (
-                u.shape == (36, *w.shape[1::-1])
-                and use_winograd4(w.shape[1], w.shape[0], found[1])
-                and transform4_matches(w, u)
-            ):
-                return (winograd4_correlate(x, u, found[0], bias, relu),)
-            if (
-                u.shape == (16, *w.shape[:2])
-                and use_winograd(w.shape[1], w.shape[0], found[1])
-                and transform_matches(w, u)
-            ):
-                return (winograd_correlate(x, u, found[0], bias, relu),)
+            y = _through_u(x, w, u, bias, attrs, relu)
+            if y is not None:
+                return (y,)
         (y,) = conv.conv_cpu(x, w, b, **attrs)
         return (relu_in_place(y) if relu else y,)
 
     return run
 
 
-def _hwc_run(x, w, u, b, attrs: dict, relu: bool) -> np.ndarray | None:
-    """conv_hwc's result for ConvWinograd(X, W, U, B) with U = hwc_weights(W), or None
-    where that path does not apply (the op then runs as Conv)."""
-    if not (
-        x.ndim == 4
-        and x.dtype == u.dtype == w.dtype
-        and x.dtype in (np.float32, np.float64)
-        and attrs.get("group", 1) == 1
-        and all(v == 1 for v in attrs.get("dilations") or ())
-        and x.shape[1] == w.shape[1]
-        and (b is None or b.shape == w.shape[:1])
-        and hwc_matches(w, u)
+def _through_u(x, w, u, bias, attrs: dict, relu: bool) -> np.ndarray | None:
+    """ConvWinograd(X, W, U, B)'s result by the path U is for: F(4x4), F(2x2) or, for U =
+    hwc_weights(W), the channels-last im2col; None where that path does not apply (stale
+    U, or an image or attributes it does not take), and the op runs as Conv."""
+    if u.ndim == 4:  # hwc_weights(W)
+        if not (
+            w.dtype == x.dtype
+            and attrs.get("group", 1) == 1
+            and all(v == 1 for v in attrs.get("dilations") or ())
+            and hwc_matches(w, u)
+        ):
+            return None
+        strides, pads = attrs.get("strides"), attrs.get("pads")
+        auto_pad = attrs.get("auto_pad", "NOTSET")
+        win = make_window(x.shape[2:], w.shape[2:], strides, None, pads, auto_pad)
+        return None if min(win.begin) < 0 else hwc_correlate(x, u, win, bias, relu)
+    found = winograd_pads(x.shape, w.shape, attrs)
+    if found is None:
+        return None
+    if (
+        u.shape == (36, *w.shape[1::-1])
+        and use_winograd4(w.shape[1], w.shape[0], found[1])
+        and transform4_matches(w, u)
     ):
-        return None
-    strides, pads = attrs.get("strides"), attrs.get("pads")
-    win = make_window(
-        x.shape[2:], w.shape[2:], strides, None, pads, attrs.get("auto_pad", "NOTSET")
-    )
-    if min(win.begin) < 0:
-        return None
-    bias = None if b is None else b.astype(x.dtype, copy=False)
-    return hwc_correlate(x, u, win, bias, relu)
+        return winograd4_correlate(x, u, found[0], bias, relu)
+    if (
+        u.shape == (16, *w.shape[:2])
+        and use_winograd(w.shape[1], w.shape[0], found[1])
+        and transform_matches(w, u)
+    ):
+        return winograd_correlate(x, u, found[0], bias, relu)
+    return None
 
 
 kernel("ConvWinograd")(_winograd_kernel(False))
