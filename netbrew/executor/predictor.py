@@ -31,9 +31,9 @@ def optimize_for_inference(
 ) -> NetDef:
     """The inference-safe passes for a net whose parameters are in `workspace`:
     BatchNormalization folding, Relu fusion and Winograd convs (which rewrite or add
-    parameters in the workspace), then constant folding, CSE and dead-code elimination,
-    then elementwise fusion and blob sharing (intermediates renamed; inputs, outputs,
-    workspace blobs kept).
+    parameters in the workspace) and channel-shuffle folding, then constant folding, CSE
+    and dead-code elimination, then elementwise fusion and blob sharing (intermediates
+    renamed; inputs, outputs, workspace blobs kept).
 
     Args:
         params_are_constant: fold ops on the workspace's blobs too. Off by default, since
@@ -42,6 +42,7 @@ def optimize_for_inference(
     """
     from netbrew.netdef.passes import (
         fold_batch_norm,
+        fold_channel_shuffle,
         fuse_activation,
         fuse_elementwise,
         share_blobs,
@@ -62,6 +63,7 @@ def optimize_for_inference(
     for name, value in new_params.items():
         if params.get(name) is not value:  # only the rewritten or added weights
             workspace.feed_blob(name, value)
+    net = fold_channel_shuffle(net, new_params)
     net = fuse_elementwise(run_passes(net, level=1))
     return share_blobs(net, keep=workspace.blobs())
 

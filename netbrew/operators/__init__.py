@@ -21,6 +21,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     constant,
     control_flow,
     conv,
+    conv_shuffle,
     conv_transpose,
     conv_winograd,
     cumulative,

@@ -76,8 +76,15 @@ schema(
 
 @kernel("Reshape")
 def reshape_cpu(x: np.ndarray, shape: np.ndarray, allowzero: int) -> tuple[np.ndarray]:
-    dims = int_list(shape, "shape", "Reshape")
-    where = f"Reshape of data {list(x.shape)} ({x.size} elements) to shape {dims}"
+    dims = reshape_dims(x.shape, int_list(shape, "shape", "Reshape"), allowzero)
+    return (x.reshape(check_numel(dims, "Reshape output shape")),)
+
+
+def reshape_dims(in_shape: Sequence[int], dims: Sequence[int], allowzero: int = 0) -> list[int]:
+    """The dims Reshape gives data of `in_shape` for its `shape` input `dims`: 0 copies
+    data's dim (allowzero=0), -1 infers one dim. Raises ShapeError as Reshape does."""
+    dims, size = list(dims), math.prod(in_shape)
+    where = f"Reshape of data {list(in_shape)} ({size} elements) to shape {dims}"
     if sum(d == -1 for d in dims) > 1:
         raise ShapeError(f"{where}: at most one dimension may be -1")
     if any(d < -1 for d in dims):
@@ -87,20 +94,20 @@ def reshape_cpu(x: np.ndarray, shape: np.ndarray, allowzero: int) -> tuple[np.nd
     if not allowzero:
         for i, d in enumerate(dims):
             if d == 0:
-                if i >= x.ndim:
+                if i >= len(in_shape):
                     raise ShapeError(
                         f"{where}: 0 at position {i} copies a dim of data, which has only "
-                        f"{x.ndim} dims (set allowzero=1 for a literal 0)"
+                        f"{len(in_shape)} dims (set allowzero=1 for a literal 0)"
                     )
-                dims[i] = x.shape[i]
+                dims[i] = in_shape[i]
     if -1 in dims:
         known = math.prod(d for d in dims if d != -1)
-        if known == 0 or x.size % known:
+        if known == 0 or size % known:
             raise ShapeError(f"{where}: cannot infer the -1 dimension from {known} elements")
-        dims[dims.index(-1)] = x.size // known
-    if math.prod(dims) != x.size:
+        dims[dims.index(-1)] = size // known
+    if math.prod(dims) != size:
         raise ShapeError(f"{where}: the new shape holds {math.prod(dims)} elements")
-    return (x.reshape(check_numel(dims, "Reshape output shape")),)
+    return dims
 
 
 schema(

@@ -1,5 +1,6 @@
 """ONNX export of the fused ops: ConvRelu, GemmRelu and FCRelu become the base op then a
-Relu; ConvWinograd(Relu) a Conv (then a Relu) on the original weights; FusedElementwise
+Relu; ConvWinograd(Relu) a Conv (then a Relu) on the original weights; ConvShuffle the
+Conv, Relu, Reshape, Transpose and Reshape it folded; FusedElementwise
 becomes the nodes of its steps.
 
 Imported at the end of netbrew.converters.onnx.to_onnx (netbrew.operators.fused cannot
@@ -8,7 +9,9 @@ import the converter registry itself without an import cycle).
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 from onnx import helper
 
 from netbrew.converters.onnx.to_onnx import Converted, fc_to_onnx, to_onnx
@@ -84,3 +87,35 @@ def fused_elementwise_to_onnx(op: OperatorDef) -> Converted:
             for s in expand(op)
         ]
     )
+
+
+@to_onnx("ConvShuffle")
+def conv_shuffle_to_onnx(op: OperatorDef) -> Converted:
+    """ConvShuffle(X, W, B) -> Conv (then Relu if relu=1), Reshape to grouped_shape,
+    Transpose(perm=[0, 2, 1, ...]), Reshape to shape: the nodes the pass folded, with the
+    two shapes as initializers."""
+    attrs = args_dict(op.arg)
+    grouped, final = list(attrs.pop("grouped_shape")), list(attrs.pop("shape"))
+    relu = attrs.pop("relu", 0)
+    out = op.output[0]
+    conv_out = f"{out}__conv"
+    nodes = [helper.make_node("Conv", list(op.input), [conv_out], name=op.name or None, **attrs)]
+    if relu:
+        nodes.append(helper.make_node("Relu", [conv_out], [f"{out}__relu"]))
+        conv_out = f"{out}__relu"
+    shapes = [f"{out}__grouped_shape", f"{out}__shape"]
+    nodes += [
+        helper.make_node("Reshape", [conv_out, shapes[0]], [f"{out}__grouped"]),
+        helper.make_node(
+            "Transpose",
+            [f"{out}__grouped"],
+            [f"{out}__swapped"],
+            perm=[0, 2, 1, *range(3, len(grouped))],
+        ),
+        helper.make_node("Reshape", [f"{out}__swapped", shapes[1]], [out]),
+    ]
+    initializers = [
+        onnx.numpy_helper.from_array(np.array(dims, np.int64), name)
+        for dims, name in zip((grouped, final), shapes)
+    ]
+    return Converted(nodes, initializers)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from netbrew.netdef.passes.channel_shuffle import fold_channel_shuffle
 from netbrew.netdef.passes.constant_folding import fold_constants
 from netbrew.netdef.passes.cse import eliminate_common_subexpressions
 from netbrew.netdef.passes.dead_code import eliminate_dead_code
@@ -20,10 +21,11 @@ from netbrew.proto.netbrew_pb2 import NetDef
 
 def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: Iterable[str] = ()):
     """Applies the inference passes: level 0 none; 1 dead code, constant folding and
-    common subexpressions; 2 also BatchNormalization folding, Relu fusion and Winograd
-    convs first, then elementwise-chain fusion and, last, blob sharing (memonger). Blob
-    sharing renames intermediate blobs, so it runs only on a net that names its external
-    outputs, and it keeps those, the external inputs, `params` and `keep` by name.
+    common subexpressions; 2 also BatchNormalization folding, Relu fusion, Winograd convs
+    and channel-shuffle folding first, then elementwise-chain fusion and, last, blob
+    sharing (memonger). Blob sharing renames intermediate blobs, so it runs only on a net
+    that names its external outputs, and it keeps those, the external inputs, `params` and
+    `keep` by name.
 
     Args:
         net: the NetDef (or Net); not modified.
@@ -40,6 +42,7 @@ def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: I
     if level >= 2:
         out, new_params = fold_batch_norm(out, new_params)
         out, new_params = winograd_convs(fuse_activation(out), new_params)
+        out = fold_channel_shuffle(out, new_params)
     if level >= 1:
         out = fold_constants(out, new_params or None)
         out = eliminate_common_subexpressions(out)
@@ -60,6 +63,7 @@ def _copy(net: NetDef) -> NetDef:
 
 
 __all__ = [
+    "fold_channel_shuffle",
     "eliminate_common_subexpressions",
     "eliminate_dead_code",
     "fold_batch_norm",

@@ -1,0 +1,121 @@
+"""ConvShuffle: a Conv (optionally with its Relu) whose output goes through a channel
+shuffle, Reshape (N, G, M/G, *S) -> Transpose(0, 2, 1, ...) -> Reshape (N, M, *S), as
+ShuffleNet writes it (and as Caffe2's ChannelShuffle imports).
+
+Made by netbrew.netdef.passes.fold_channel_shuffle for inference. The three shape ops cost
+a copy of the conv's output and three op dispatches; here a grouped conv with G groups
+(the usual case: the shuffle interleaves the groups the conv just computed) writes each
+group's GEMM straight into its shuffled channels, a strided output BLAS takes at full
+speed. Other convs shuffle their output with one copy. The shuffle's shapes are checked at
+run time against the conv's output exactly as the Reshape ops would; shapes that do not
+describe a channel shuffle run the three ops' semantics literally. No gradient; ONNX
+export writes the original nodes back (netbrew.converters.onnx.fused_to_onnx).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from netbrew.operators.conv import _ATTRS, check_conv_operands, conv_cpu
+from netbrew.operators.conv_depthwise import use_depthwise
+from netbrew.operators.conv_shift import use_shift
+from netbrew.operators.fused import relu_in_place
+from netbrew.operators.schema import REQUIRED, kernel, no_gradient, schema
+from netbrew.operators.shape import reshape_dims
+from netbrew.operators.window import Window, im2col, make_window, work_dtype
+
+schema(
+    "ConvShuffle",
+    inputs=["X", "W", "B?"],
+    outputs=["Y"],
+    attrs={**_ATTRS, "grouped_shape": REQUIRED, "shape": REQUIRED, "relu": 0},
+    dtypes="float",
+    onnx=False,
+    doc="Y = Reshape(Transpose(Reshape(Z, grouped_shape), perm=[0, 2, 1, 3, ...]), shape), "
+    "Z = Conv(X, W, B), or max(Conv(X, W, B), 0) if relu=1; grouped_shape (N, G, M/G, *S) "
+    "and shape (N, M, *S) as the Reshape ops' shape inputs (0 copies a dim, -1 infers one); "
+    "inputs and other attributes as Conv",
+)
+no_gradient("ConvShuffle", "inference-only fused op")
+
+
+def shuffle_groups(out_shape: Sequence[int], grouped_shape: Sequence[int], shape: Sequence[int]):
+    """G when Reshape(grouped_shape), the swap of axes 1 and 2 and Reshape(shape) shuffle the
+    channels of a conv output of `out_shape` (N, M, *S) in G groups and give back
+    `out_shape`; else None. Raises ShapeError where either Reshape would."""
+    grouped = reshape_dims(out_shape, grouped_shape)
+    batch, channels, *spatial = out_shape
+    swapped = [grouped[0], *grouped[2:3], *grouped[1:2], *grouped[3:]]
+    final = reshape_dims(swapped, shape)
+    shuffles = (
+        len(grouped) == len(out_shape) + 1
+        and grouped[0] == batch
+        and grouped[1] * grouped[2] == channels
+        and grouped[3:] == spatial
+    )
+    return grouped[1] if shuffles and final == list(out_shape) else None
+
+
+@kernel("ConvShuffle")
+def conv_shuffle_cpu(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    grouped_shape: Sequence[int],
+    shape: Sequence[int],
+    relu: int = 0,
+    **conv_attrs: Any,
+) -> tuple[np.ndarray]:
+    """Conv (then Relu if `relu`), then the channel shuffle `grouped_shape` and `shape`
+    describe (see the module docstring); `conv_attrs` are Conv's attributes.
+
+    Returns:
+        (Y,), with Y of the shape Reshape(shape) gives, (N, M, O1, ..., On) for a shuffle.
+    """
+    group = conv_attrs.get("group", 1)
+    m = check_conv_operands(x, w, b, group, conv_attrs.get("kernel_shape"), transposed=False)
+    get = conv_attrs.get
+    win = make_window(
+        x.shape[2:], w.shape[2:], get("strides"), get("dilations"), get("pads"),
+        get("auto_pad", "NOTSET"),
+    )  # fmt: skip
+    groups = shuffle_groups((x.shape[0], m, *win.out), grouped_shape, shape)
+    if groups is not None and groups == group and _plain_gemm(x.shape[1], m, win, group):
+        work = work_dtype(x.dtype)
+        bias = None if b is None else b.astype(work, copy=False)
+        y = _grouped_into_shuffled(
+            x.astype(work, copy=False), w.astype(work, copy=False), win, group, bias
+        ).astype(x.dtype, copy=False)
+    else:
+        (y,) = conv_cpu(x, w, b, **conv_attrs)
+        grouped = reshape_dims(y.shape, grouped_shape)
+        swapped = np.swapaxes(y.reshape(grouped), 1, 2)
+        y = np.ascontiguousarray(swapped).reshape(reshape_dims(swapped.shape, shape))
+    return (relu_in_place(y) if relu else y,)
+
+
+def _plain_gemm(channels: int, m: int, win: Window, group: int) -> bool:
+    """Whether `correlate` would run im2col and one batched GEMM (not its shift-and-add or
+    depthwise paths), the path `_grouped_into_shuffled` writes shuffled."""
+    return not use_shift(channels, m, win, group) and not use_depthwise(channels, m, win, group)
+
+
+def _grouped_into_shuffled(
+    x: np.ndarray, w: np.ndarray, win: Window, group: int, bias: np.ndarray | None
+) -> np.ndarray:
+    """`correlate`'s im2col GEMM with group g's output channel j written to channel
+    j * group + g: (N, M, O1..On), already shuffled."""
+    batch, m = x.shape[0], w.shape[0]
+    per = m // group
+    cols = im2col(x, win, group)  # (N, G, C/G * K, P)
+    out = np.empty((batch, per, group, math.prod(win.out)), x.dtype)
+    grouped = out.transpose(0, 2, 1, 3)  # (N, G, M/G, P): rows strided by G * P
+    np.matmul(w.reshape(group, per, -1), cols, out=grouped)
+    if bias is not None:
+        grouped += bias.reshape(group, per, 1)
+    return out.reshape(batch, m, *win.out)
