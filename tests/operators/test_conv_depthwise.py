@@ -110,3 +110,21 @@ def test_conv_takes_depthwise_path_where_chosen(spy):
     conv_cpu(x, w, pads=[1, 1, 1, 1], group=16)
     conv_cpu(x, w, pads=[1, 1, 1, 1], group=16, strides=[2, 2])
     assert calls == [(16, 1, 3, 3)]
+
+
+@pytest.mark.parametrize("block_bytes", [1, 3000, 1 << 20])
+def test_channel_blocks_give_the_same_numbers(monkeypatch, block_bytes):
+    """Columns above SPLIT_BYTES go a block of channels at a time: 1 byte means one
+    channel per block, 3000 bytes two (1440 bytes of columns each): the last block holds one."""
+    from netbrew.operators import conv_depthwise
+
+    monkeypatch.setattr(conv_depthwise, "SPLIT_BYTES", 0)
+    monkeypatch.setattr(conv_depthwise, "BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 7, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((14, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(14).astype(np.float32)
+    win = make_window(x.shape[2:], (3, 3), None, None, [1, 1, 1, 1])
+    got = depthwise_correlate(x, w, win, b)
+    want = direct_depthwise(x, w, b, [1, 1, 1, 1], (1, 1))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
