@@ -77,9 +77,9 @@ def conv_shuffle_cpu(
     Returns:
         (Y,), with Y of the shape Reshape(shape) gives, (N, M, O1, ..., On) for a shuffle.
     """
-    group = conv_attrs.get("group", 1)
-    m = check_conv_operands(x, w, b, group, conv_attrs.get("kernel_shape"), transposed=False)
     get = conv_attrs.get
+    group = get("group", 1)
+    m = check_conv_operands(x, w, b, group, get("kernel_shape"), transposed=False)
     win = make_window(
         x.shape[2:], w.shape[2:], get("strides"), get("dilations"), get("pads"),
         get("auto_pad", "NOTSET"),
