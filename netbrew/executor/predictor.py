@@ -40,14 +40,7 @@ def optimize_for_inference(
             a blob a Caffe2 init net fills may still be fed (a "data" placeholder); ONNX
             initializers are constants.
     """
-    from netbrew.netdef.passes import (
-        fold_batch_norm,
-        fold_channel_shuffle,
-        fuse_activation,
-        fuse_elementwise,
-        share_blobs,
-        winograd_convs,
-    )
+    from netbrew.netdef.passes import fuse_elementwise, rewrite_for_inference, share_blobs
     from netbrew.netdef.passes import optimize as run_passes
 
     if not net.external_output and net.op:  # the outputs dead-code elimination keeps
@@ -58,12 +51,10 @@ def optimize_for_inference(
     if params_are_constant:
         net = _precompute(net, workspace)
     params = {b: workspace.fetch_blob(b) for b in workspace.blobs()}
-    net, new_params = fold_batch_norm(net, params)
-    net, new_params = winograd_convs(fuse_activation(net), new_params)
+    net, new_params = rewrite_for_inference(net, params)
     for name, value in new_params.items():
         if params.get(name) is not value:  # only the rewritten or added weights
             workspace.feed_blob(name, value)
-    net = fold_channel_shuffle(net, new_params)
     net = fuse_elementwise(run_passes(net, level=1))
     return share_blobs(net, keep=workspace.blobs())
 

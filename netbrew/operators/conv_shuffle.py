@@ -1,6 +1,6 @@
 """ConvShuffle: a Conv (optionally with its Relu) whose output goes through a channel
-shuffle, Reshape (N, G, M/G, *S) -> Transpose(0, 2, 1, ...) -> Reshape (N, M, *S), as
-ShuffleNet writes it (and as Caffe2's ChannelShuffle imports).
+shuffle, Reshape (N, G, M/G, *S) -> Transpose(0, 2, 1, ...) -> Reshape (N, M, *S) with
+constant shapes, as ONNX's ShuffleNet writes it.
 
 Made by netbrew.netdef.passes.fold_channel_shuffle for inference. The three shape ops cost
 a copy of the conv's output and three op dispatches; here a grouped conv with G groups

@@ -40,9 +40,7 @@ def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: I
     out = net.proto() if hasattr(net, "proto") else net
     new_params = dict(params or {})
     if level >= 2:
-        out, new_params = fold_batch_norm(out, new_params)
-        out, new_params = winograd_convs(fuse_activation(out), new_params)
-        out = fold_channel_shuffle(out, new_params)
+        out, new_params = rewrite_for_inference(out, new_params)
     if level >= 1:
         out = fold_constants(out, new_params or None)
         out = eliminate_common_subexpressions(out)
@@ -54,6 +52,15 @@ def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: I
     if level == 0:
         out = _copy(out)
     return (out, new_params) if params is not None else out
+
+
+def rewrite_for_inference(net: NetDef, params: dict) -> tuple[NetDef, dict]:
+    """The level-2 rewrites that read the parameters, in order: BatchNormalization folding,
+    Relu fusion, Winograd convs, channel-shuffle folding. Returns (new NetDef, new params);
+    neither input is modified."""
+    net, params = fold_batch_norm(net, params)
+    net, params = winograd_convs(fuse_activation(net), params)
+    return fold_channel_shuffle(net, params), params
 
 
 def _copy(net: NetDef) -> NetDef:
@@ -71,6 +78,7 @@ __all__ = [
     "fuse_activation",
     "fuse_elementwise",
     "optimize",
+    "rewrite_for_inference",
     "share_blobs",
     "winograd_convs",
 ]

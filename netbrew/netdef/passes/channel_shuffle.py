@@ -38,7 +38,7 @@ def fold_channel_shuffle(net: NetDef, params: dict) -> NetDef:
     folded: dict[int, OperatorDef] = {}
     dropped: set[int] = set()
     for i, op in enumerate(net.op):
-        if op.type not in _BASES or op.device_option.device_type != 0 or i in dropped:
+        if op.type not in _BASES or op.device_option.device_type != 0:
             continue
         chain = _shuffle_chain(net, used, live_out, i)
         if chain is None:
