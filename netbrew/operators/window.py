@@ -204,12 +204,27 @@ def pad_to_windows(x: np.ndarray, win: Window, value: float = 0) -> np.ndarray:
     begin, ends = [max(b, 0) for b in win.begin], [max(e, 0) for e in ends]
     if not any(begin) and not any(ends):
         return x
-    # fill + one slice assignment: several times faster than np.pad on small arrays
+    # the borders filled, then one slice assignment: several times faster than np.pad on
+    # small arrays, and each value is written once
     shape = x.shape[:-n] + tuple(i + b + e for i, b, e in zip(x.shape[-n:], begin, ends))
     out = scratch("pad", shape, x.dtype)
-    out.fill(value)
+    fill_borders(out, begin, x.shape[-n:], value)
     out[(..., *(slice(b, b + i) for b, i in zip(begin, x.shape[-n:])))] = x
     return out
+
+
+def fill_borders(out: np.ndarray, begin: Sequence[int], inner: Sequence[int], value: float) -> None:
+    """Fills `out` with `value` everywhere but the block of size `inner` at offset `begin`
+    in its trailing axes: per axis, the slabs before and after the block, within the
+    block's span along the axes before it."""
+    n = len(inner)
+    lead = (slice(None),) * (out.ndim - n)
+    for b, i, size in zip(begin, inner, out.shape[out.ndim - n :]):
+        if b:
+            out[(*lead, slice(0, b))] = value
+        if b + i < size:
+            out[(*lead, slice(b + i, size))] = value
+        lead = (*lead, slice(b, b + i))
 
 
 def windows(xp: np.ndarray, win: Window) -> np.ndarray:
@@ -334,18 +349,68 @@ def window_reduce(x: np.ndarray, win: Window, ufunc: np.ufunc, pad_value: float 
 
     Separable, one spatial axis at a time from the outermost, so a k1 x k2 window costs
     k1 + k2 steps instead of k1 * k2, and the first axis's steps read whole contiguous rows.
-    For an associative, commutative ufunc the result equals reducing `window_slices`;
-    float sums may round differently."""
-    out = pad_to_windows(x, win, pad_value)
+    The padding is never materialised (`axis_reduce`); results equal those over a padded
+    copy bit for bit. For an associative, commutative ufunc they equal reducing
+    `window_slices`; float sums may round differently."""
     n = len(win.kernel)
-    for axis, (k, s, d, o) in enumerate(zip(win.kernel, win.strides, win.dilations, win.out)):
-        lead = (slice(None),) * (out.ndim - n + axis)
-        picks = [out[(*lead, slice(j * d, j * d + (o - 1) * s + 1, s))] for j in range(k)]
-        acc = ufunc(picks[0], picks[1]) if k > 1 else picks[0].copy()  # a new array
-        for values in picks[2:]:
-            ufunc(acc, values, out=acc)
-        out = acc
+    out = x
+    pad = np.asarray(pad_value, x.dtype)
+    for axis, dims in enumerate(zip(win.kernel, win.strides, win.dilations, win.begin, win.out)):
+        out = axis_reduce(out, x.ndim - n + axis, *dims, ufunc, pad)
+        # a padded pixel, as the next axis sees it: the k pad values of its window reduced
+        pad = functools.reduce(ufunc, [pad] * dims[0])
     return out
+
+
+def axis_reduce(
+    x: np.ndarray,
+    axis: int,
+    k: int,
+    stride: int,
+    dilation: int,
+    begin: int,
+    out_size: int,
+    ufunc: np.ufunc,
+    pad_value: float | np.ndarray,
+) -> np.ndarray:
+    """`ufunc` over the k taps of each of `out_size` windows along `axis`: window i, tap j
+    reads x at i * stride + j * dilation - begin, and positions outside x read as
+    `pad_value`. The taps combine in order j = 0, 1, ..., as over a padded copy of x (so
+    the result is the same bit for bit), but each tap reads x in place: only the few
+    windows that reach into the padding take the pad value, one scalar step each."""
+    size = x.shape[axis]
+    lead = (slice(None),) * axis
+    shape = x.shape[:axis] + (out_size,) + x.shape[axis + 1 :]
+    taps = []  # (first window, end window, view of x) for the windows inside x
+    for j in range(k):
+        off = j * dilation - begin  # where window 0's tap j reads
+        lo = min(out_size, max(0, -(off // stride)))
+        hi = max(lo, min(out_size, (size - 1 - off) // stride + 1))
+        first = lo * stride + off
+        taps.append((lo, hi, x[(*lead, slice(first, first + (hi - lo - 1) * stride + 1, stride))]))
+
+    def part(arr: np.ndarray, a: int, c: int) -> np.ndarray:
+        return arr[(*lead, slice(a, c))]
+
+    def read(tap, a: int, c: int):  # tap j over windows a..c, all inside x or all padding
+        lo, hi, view = tap
+        return part(view, a - lo, c - lo) if lo <= a and c <= hi else pad_value
+
+    acc = np.empty(shape, x.dtype)
+    pair = taps[:2]
+    cuts = sorted({0, out_size, *(v for lo, hi, _ in pair for v in (lo, hi))})
+    for a, c in zip(cuts, cuts[1:]):
+        if len(pair) == 1:
+            part(acc, a, c)[...] = read(pair[0], a, c)
+        else:
+            ufunc(read(pair[0], a, c), read(pair[1], a, c), out=part(acc, a, c))
+    for lo, hi, view in taps[2:]:
+        if hi > lo:
+            ufunc(part(acc, lo, hi), view, out=part(acc, lo, hi))
+        for a, c in ((0, lo), (hi, out_size)):
+            if c > a:
+                ufunc(part(acc, a, c), pad_value, out=part(acc, a, c))
+    return acc
 
 
 def work_dtype(dtype: np.dtype) -> np.dtype:

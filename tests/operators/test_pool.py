@@ -206,6 +206,7 @@ def test_pool_requires_kernel_shape():
         ((2, 3, 9, 11), (3, 2), (2, 1), (1, 2), [1, 0, 1, 1], False),
         ((1, 2, 5, 6, 7), (2, 3, 2), (1, 2, 3), (2, 1, 1), [0, 1, 1, 1, 0, 1], True),
         ((1, 4, 10), (4,), (3,), (1,), [2, 1], True),
+        ((1, 2, 4, 5), (2, 2), (1, 2), (1, 1), [3, 0, 3, 3], False),  # windows all padding
     ],
 )
 def test_window_reduce_matches_all_offsets(ufunc, shape, kernel, strides, dilations, pads, ceil):
