@@ -209,10 +209,15 @@ def test_pool_requires_kernel_shape():
         ((1, 2, 4, 5), (2, 2), (1, 2), (1, 1), [3, 0, 3, 3], False),  # windows all padding
     ],
 )
-def test_window_reduce_matches_all_offsets(ufunc, shape, kernel, strides, dilations, pads, ceil):
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_window_reduce_matches_all_offsets(
+    ufunc, shape, kernel, strides, dilations, pads, ceil, channels_last
+):
     from netbrew.operators.window import make_window, window_reduce, window_slices
 
     x = np.random.default_rng(3).standard_normal(shape)
+    if channels_last:  # the in-place path: the padding is never materialised
+        x = np.moveaxis(np.ascontiguousarray(np.moveaxis(x, 1, -1)), -1, 1)
     win = make_window(shape[2:], kernel, strides, dilations, pads, ceil_mode=ceil)
     slices = window_slices(x, win, -7.0)
     want = functools.reduce(ufunc, slices[1:], slices[0].copy())
