@@ -26,6 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from netbrew.errors import SchemaError, ShapeError
+from netbrew.operators.zeros import memory_order
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _LAYOUTS = {1: "(N, C, W)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}
@@ -395,7 +396,7 @@ def empty_in_layout(shape: Sequence[int], like: np.ndarray) -> np.ndarray:
     channels-last result): ufuncs between the two then walk both in one order."""
     if like.flags.c_contiguous or like.ndim < 2:
         return np.empty(shape, like.dtype)
-    order = sorted(range(like.ndim), key=lambda a: -like.strides[a])
+    order = memory_order(like)
     return np.empty([shape[a] for a in order], like.dtype).transpose(np.argsort(order))
 
 

@@ -40,9 +40,16 @@ def zeros_in_layout(x: np.ndarray) -> np.ndarray:
     so a ufunc over both walks memory in one order (mixed layouts cost 5x)."""
     if x.flags.c_contiguous or x.ndim < 2:
         return zeros_like_shared(x.shape, x.dtype)
-    order = sorted(range(x.ndim), key=lambda a: -x.strides[a])
+    order = memory_order(x)
     zeros = zeros_like_shared(tuple(x.shape[a] for a in order), x.dtype)
     return zeros.transpose(np.argsort(order))
+
+
+def memory_order(x: np.ndarray) -> list[int]:
+    """x's axes from the one that steps furthest in memory to the nearest: an array of
+    x's shape permuted into this order, made C-contiguous and transposed back by
+    np.argsort(order), is laid out like x."""
+    return sorted(range(x.ndim), key=lambda a: -x.strides[a])
 
 
 def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
