@@ -357,9 +357,9 @@ def window_reduce(x: np.ndarray, win: Window, ufunc: np.ufunc, pad_value: float 
     padded copy (`_reduce_padded`), whose taps run over longer rows (in place measured
     0.8-1.4x there, no steady gain). Both give the same values. For an associative,
     commutative ufunc they equal reducing `window_slices`; float sums may round differently."""
-    n = len(win.kernel)
     if x.flags.c_contiguous or not any(win.begin + win.end):
         return _reduce_padded(x, win, ufunc, pad_value)
+    n = len(win.kernel)
     out = x
     pad = np.asarray(pad_value, x.dtype)
     for axis, dims in enumerate(zip(win.kernel, win.strides, win.dilations, win.begin, win.out)):
