@@ -1,6 +1,8 @@
-"""Shared fixtures: paths to the real Caffe2 files in ../shared/data, and a small model
-folder for the command-line tests."""
+"""Shared fixtures: paths to the real Caffe2 files in ../shared/data, a small model
+folder for the command-line tests, and the benchmark scripts as modules."""
 
+import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,3 +30,16 @@ def model_dir(tmp_path: Path) -> Path:
     save_net(init, tmp_path / "model" / "init_net.pb")
     save_net(net, tmp_path / "model" / "predict_net.pb")
     return tmp_path / "model"
+
+
+@pytest.fixture(scope="module")
+def benchmark_module():
+    """benchmark_module(name) imports benchmarks/<name>.py. The folder stays on sys.path for
+    the module's tests, as the scripts import each other (and zoo's spawned workers import
+    zoo) by name."""
+    folder = str(REPO / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        yield importlib.import_module
+    finally:
+        sys.path.remove(folder)

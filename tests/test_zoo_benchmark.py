@@ -1,24 +1,16 @@
 """benchmarks/zoo.py end to end on one small model: alternating rounds, a table row whose
 outputs agree with onnxruntime, and RESULTS.md written where asked."""
 
-import importlib
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("onnxruntime")
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
-def zoo():
-    # importable by name, as the spawned workers (which get this sys.path) import it
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("zoo")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def zoo(benchmark_module):
+    return benchmark_module("zoo")
 
 
 def test_zoo_runs_rounds_and_writes_the_table(zoo, tmp_path, capsys):
