@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from zoo import MODELS, _prepare, dummy_inputs, fmt_ms, fmt_ratio, model_path  # noqa: E402
+from zoo import MODELS, dummy_inputs, fmt_ms, fmt_ratio, model_path, prepare_runtime  # noqa: E402
 
 WARMUP = 3  # untimed runs of each runtime before the timed ones
 IDLE = 0.5
@@ -83,7 +83,10 @@ def measure(name: str, reps: int, threads: int, reference: bool) -> dict:
 
     model = onnx.load(model_path(name))
     feeds = dummy_inputs(model)
-    netbrew, ort = _prepare("netbrew", model, threads), _prepare("onnxruntime", model, threads)
+    netbrew, ort = (
+        prepare_runtime("netbrew", model, threads),
+        prepare_runtime("onnxruntime", model, threads),
+    )
     for _ in range(WARMUP):
         netbrew(feeds)
     runs = {"netbrew": [], "blas": [], "onnxruntime": []}
@@ -106,7 +109,7 @@ def measure(name: str, reps: int, threads: int, reference: bool) -> dict:
     got["calls"] = calls
     got["reference"] = None
     if reference:
-        run = _prepare("reference", model, threads)
+        run = prepare_runtime("reference", model, threads)
         start = time.perf_counter()
         run(feeds)
         got["reference"] = time.perf_counter() - start

@@ -76,7 +76,7 @@ def dummy_inputs(model) -> dict:
     }
 
 
-def _prepare(runtime: str, model, threads: int):
+def prepare_runtime(runtime: str, model, threads: int):
     """A function feeds -> list of outputs, for `runtime`."""
     if runtime == "netbrew":
         from netbrew.converters.onnx import backend
@@ -118,7 +118,7 @@ def worker(runtime: str, name: str, reps: int, warmup: int, threads: int, queue)
 
         model = onnx.load(model_path(name))
         feeds = dummy_inputs(model)
-        run = _prepare(runtime, model, threads)
+        run = prepare_runtime(runtime, model, threads)
         for _ in range(max(warmup, 1)):
             outputs = run(feeds)
         times = []
