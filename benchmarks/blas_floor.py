@@ -29,7 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:  # run as a script; an importer that put it there keeps it its own
+    sys.path.insert(0, _HERE)
 from zoo import MODELS, dummy_inputs, fmt_ms, fmt_ratio, model_path, prepare_runtime  # noqa: E402
 
 WARMUP = 3  # untimed runs of each runtime before the timed ones

@@ -34,9 +34,7 @@ def test_clock_counts_matmul_time_and_restores_it(floor, monkeypatch):
 
 def test_floor_writes_a_consistent_row(floor, tmp_path):
     pytest.importorskip("onnxruntime")
-    from zoo import model_path
-
-    if not Path(model_path("squeezenet")).exists():
+    if not Path(floor.model_path("squeezenet")).exists():
         pytest.skip("onnx's light model zoo is not installed")
     out = tmp_path / "BLAS_FLOOR.md"
     floor.main(["--models", "squeezenet", "--reps", "2", "--skip-reference", "--out", str(out)])
