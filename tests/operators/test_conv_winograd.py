@@ -1,5 +1,5 @@
 """Winograd F(2x2, 3x3) convolution and the ConvWinograd ops (on either transform), against
-the direct Conv."""
+the direct Conv; the channels-last engine both tilings share (winograd_tiles)."""
 
 import numpy as np
 import onnx
@@ -42,21 +42,21 @@ def _is_channels_last(y):
 @pytest.mark.parametrize("x_shape, m, pads", SHAPES)
 @pytest.mark.parametrize("tile", [2, 4])
 def test_winograd_matches_direct_conv(x_shape, m, pads, dtype, tile):
-    """Both transforms, on input in either memory layout; F(4x4)'s output is channels-last."""
+    """Both transforms, on input in either memory layout; the output is channels-last."""
     tol = 1e-12 if dtype == np.float64 else (2e-5 if tile == 2 else 1e-4)
     x = rand(*x_shape, seed=1, dtype=dtype)
     w = rand(m, x_shape[1], 3, 3, seed=2, dtype=dtype)
     b = rand(m, seed=3, dtype=dtype)
     want = _direct(x, w, b, pads)
     if tile == 2:
-        u, correlate, shape = cw.winograd_weights(w), cw.winograd_correlate, (16, m, x_shape[1])
+        u, correlate = cw.winograd_weights(w), cw.winograd_correlate
     else:
-        u, correlate, shape = cw4.winograd4_weights(w), cw4.winograd4_correlate, (36, x_shape[1], m)
-    assert u.shape == shape and u.dtype == dtype
+        u, correlate = cw4.winograd4_weights(w), cw4.winograd4_correlate
+    assert u.shape == ((tile + 2) ** 2, x_shape[1], m) and u.dtype == dtype
     for layout in (x, _channels_last(x)):
         got = correlate(layout, u, pads, b)
         assert got.shape == want.shape and got.dtype == dtype
-        assert tile == 2 or _is_channels_last(got)
+        assert _is_channels_last(got)
         np.testing.assert_allclose(got, want, atol=tol, rtol=tol)
     relu = correlate(x, u, pads, None, relu=True)
     np.testing.assert_allclose(relu, np.maximum(want - b.reshape(-1, 1, 1), 0), atol=tol)
@@ -68,23 +68,22 @@ def test_strips_give_the_same_result(monkeypatch):
     u = cw.winograd_weights(w)
     whole = cw.winograd_correlate(x, u, (1, 1, 1, 1), b, relu=True)
     for rows in (1, 2):
-        monkeypatch.setattr(cw, "STRIP_MIN_TILES", rows * 6)  # 6 tiles (5 + 1 spare) a row
-        monkeypatch.setattr(cw, "STRIP_ELEMENTS", 0)
-        np.testing.assert_allclose(cw.winograd_correlate(x, u, (1, 1, 1, 1), b, True), whole)
+        monkeypatch.setattr(cw, "STRIP_ELEMENTS", rows * 16 * 5 * 4)  # 5 tiles a row, C=4
+        np.testing.assert_array_equal(cw.winograd_correlate(x, u, (1, 1, 1, 1), b, True), whole)
     np.testing.assert_allclose(whole, np.maximum(_direct(x, w, b, (1, 1, 1, 1)), 0), atol=2e-5)
 
 
 @pytest.mark.parametrize("tile", [2, 4])
 def test_weight_transform_is_g_w_gt(tile):
     """U holds entry (a, b) of G g G^T, g = w[m, c], G Lavin and Gray's 4x3 (6x3 for
-    F(4x4)): at U[4a + b][m, c] for F(2x2), at U[6b + a][c, m] for F(4x4)."""
+    F(4x4)), at U[p b + a][c, m] (p = 4, 6)."""
     w = rand(5, 7, 3, 3, seed=7, dtype=np.float64)
     if tile == 2:
-        u, g, matches = cw.winograd_weights(w), cw._G, cw.transform_matches
+        u, g, matches = cw.winograd_weights(w), cw.F2.g, cw.transform_matches
     else:
         u, g, matches = cw4.winograd4_weights(w), cw4._G, cw4.transform4_matches
     for m, c in [(0, 0), (4, 6), (2, 3)]:
-        got = u[:, m, c].reshape(4, 4) if tile == 2 else u[:, c, m].reshape(6, 6).T
+        got = u[:, c, m].reshape(tile + 2, tile + 2).T
         np.testing.assert_allclose(got, g @ w[m, c] @ g.T, atol=1e-14)
     assert matches(w, u)
     assert not matches(w + 1, u)
@@ -94,10 +93,10 @@ def test_weight_transform_is_g_w_gt(tile):
 
 
 def test_use_winograd_rule():
-    assert cw.use_winograd(256, 256, (56, 56))  # VGG-19's middle convs
-    assert cw.use_winograd(64, 64, (224, 224))
-    assert not cw.use_winograd(64, 64, (56, 56))  # ResNet-50's: measured no faster
-    assert not cw.use_winograd(512, 512, (7, 7))
+    assert cw.use_winograd(256, 256, (14, 14))  # ResNet-50's fourth stage: 7 x 7 tiles
+    assert cw.use_winograd(96, 208, (14, 14))  # Inception's
+    assert cw.use_winograd(512, 512, (14, 14))  # VGG-19's last convs
+    assert not cw.use_winograd(512, 512, (7, 7))  # 4 x 4 tiles: too few
     assert not cw.use_winograd(32, 4096, (224, 224))  # too few channels on one side
 
 

@@ -139,9 +139,10 @@ def _one_conv(size, unknown=(), channels=64):
         ((96, 96), (), 64, 4),  # 24 * 24 tiles of 4x4: F(4x4) pays
         ((28, 28), (), 64, 4),  # 7 * 7 tiles: just enough
         ((14, 14), (), 512, 2),  # 4 * 4 tiles: too few for F(4x4); F(2x2) pays at 512x512
-        ((16, 16), (), 64, 0),  # neither would ever pay, so no transform is stored
+        ((16, 16), (), 64, 2),  # 4 * 4 tiles: too few for F(4x4); 8 * 8 are enough for F(2x2)
+        ((12, 12), (), 64, 0),  # neither would ever pay, so no transform is stored
         ((16, 16), (2, 3), 64, 2),  # size unknown until run time: F(2x2), the op decides then
-        ((16, 16), (0,), 64, 0),  # an unknown batch does not matter
+        ((12, 12), (0,), 64, 0),  # an unknown batch does not matter
     ],
 )
 def test_known_image_sizes_decide_which_transform_a_conv_gets(size, unknown, channels, tile):
@@ -237,11 +238,11 @@ def test_onnx_backend_runs_f4_where_it_pays():
 @pytest.mark.parametrize(
     "size, strides, reader, kind",
     [
-        ((14, 14), 1, "Conv", "hwc"),  # ResNet-50's 14x14: the channels-last im2col
-        ((28, 28), 2, "ConvRelu", "hwc"),  # strided
-        ((14, 14), 1, "Relu", ""),  # a non-conv reader would get channels-last input
-        ((14, 14), 1, "output", ""),  # so would the caller
-        ((7, 7), 1, "Conv", ""),  # too small to pay
+        ((28, 28), 2, "Conv", "hwc"),  # ResNet-50's strided 3x3: the channels-last im2col
+        ((28, 28), 2, "ConvRelu", "hwc"),
+        ((28, 28), 2, "Relu", ""),  # a non-conv reader would get channels-last input
+        ((28, 28), 2, "output", ""),  # so would the caller
+        ((14, 14), 2, "Conv", ""),  # a 7x7 output: too small to pay
         ((56, 56), 2, "Conv", ""),  # too big an input to copy channels-last
     ],
 )

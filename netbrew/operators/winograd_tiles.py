@@ -1,0 +1,172 @@
+"""The channels-last Winograd engine that F(2x2, 3x3) and F(4x4, 3x3) share.
+
+A Winograd F(t x t, 3x3) conv covers the output with t x t tiles; tile (r, s) needs the
+p x p patch d (p = t + 2) of the padded input at (t r, t s). With V = B^T d B for each
+patch and U = G g G^T for each 3x3 kernel g (made once, by the winograd_convs pass), the
+p^2 products U * V summed over input channels are p^2 GEMMs (tiles, C) x (C, M), and
+Y = A^T (sum) A gives the tile's t x t outputs.
+
+Every step is a GEMM or one copy, so numpy spends its time in BLAS, not in per-row loops:
+
+1. the padded image goes channels-last, (Hp, Wp, C), in the same copy that pads it;
+2. rows: B^T (p, p) times each tile row's p image rows, (p, Wp * C) read in place;
+3. columns: one copy gathers the p columns of every tile, then B^T times all of them;
+4. the p^2 GEMMs with U (p^2, C, M);
+5. A^T (t, p) over the patch columns, then over the patch rows: t^2 outputs per tile;
+6. one copy puts each tile's t x t block in place, adding the bias.
+
+The output is channels-last too: (N, M, Ho, Wo) as a view of (N, Ho, Wo, M) memory. numpy's
+elementwise ops keep that layout, and a following 1x1 conv reads it as a transposed matrix
+without a copy (BLAS takes either orientation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from netbrew.operators.window import scratch
+from netbrew.operators.zeros import relu as relu_into
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """One Winograd F(t x t, 3x3): t = `size` outputs a tile side, from p = t + 2 inputs.
+
+    Attributes:
+        bt: B^T (p, p), the input transform.
+        g: G (p, 3), the kernel transform.
+        at: A^T (t, p), the output transform.
+    """
+
+    bt: np.ndarray
+    g: np.ndarray
+    at: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return self.at.shape[0]
+
+    @property
+    def patch(self) -> int:
+        return self.bt.shape[0]
+
+
+def kernel_transform(w: np.ndarray, tiling: Tiling, caller: str) -> np.ndarray:
+    """U (p^2, C, M) for 3x3 weights w (M, C, 3, 3): U[p b + a][c, m] is entry (a, b) of
+    G g G^T for g = w[m, c], the order the input transform leaves its p^2 blocks in.
+    Computed in float64, returned in w's dtype."""
+    if w.ndim != 4 or w.shape[2:] != (3, 3):
+        raise ValueError(f"{caller}: expected weights (M, C, 3, 3), got {w.shape}")
+    g = tiling.g
+    u = np.einsum("ai,mcij,bj->bacm", g, w.astype(np.float64), g)
+    return np.ascontiguousarray(u.reshape(-1, *u.shape[2:]).astype(w.dtype))
+
+
+def corner_taps_match(w: np.ndarray, u_mc: np.ndarray, corners, samples: int) -> bool:
+    """Whether u_mc[k, m, c] == w[m, c, i, j] * scale for every (k, i, j, scale) in
+    `corners`, at `samples` channel pairs (m, c) spread over w's (M, C): the stale-weight
+    check of both Winograd transforms, u_mc being U viewed as (taps, M, C)."""
+    m, c = w.shape[:2]
+    flat = np.linspace(0, m * c - 1, min(samples, m * c)).astype(np.intp)
+    rows, cols = np.divmod(flat, c)
+    return all(
+        np.array_equal(u_mc[k, rows, cols], (w[rows, cols, i, j] * scale).astype(u_mc.dtype))
+        for k, i, j, scale in corners
+    )
+
+
+def tiled_correlate(
+    x: np.ndarray,
+    u: np.ndarray,
+    pads: tuple[int, int, int, int],
+    tiling: Tiling,
+    strip_elements: int,
+    bias: np.ndarray | None = None,
+    relu: bool = False,
+) -> np.ndarray:
+    """The stride-1 3x3 convolution of x (N, C, H, W), in any memory layout, whose
+    transformed weights are u (p^2, C, M) = kernel_transform(W, tiling), with pads (top,
+    left, bottom, right) >= 0, plus `bias` (M,) and then Relu if asked: (N, M, Ho, Wo),
+    channels-last in memory. Images go a strip of tile rows at a time, each strip's p^2
+    transformed blocks holding about `strip_elements` values (at least one tile row)."""
+    batch, channels, height, width = x.shape
+    m, t, p = u.shape[2], tiling.size, tiling.patch
+    top, left, bottom, right = pads
+    ho, wo = height + top + bottom - 2, width + left + right - 2
+    th, tw = -(-ho // t), -(-wo // t)  # tile rows and columns
+    hp, wp = t * th + 2, t * tw + 2  # the padded image every tile's patch lies in
+    bt, at = tiling.bt.astype(x.dtype), tiling.at.astype(x.dtype)
+    y = np.empty((batch, ho, wo, m), x.dtype)
+    rows = max(1, min(th, strip_elements // (p * p * tw * max(channels, m))))
+    for n in range(batch):
+        image = padded_channels_last(x[n], top, left, hp, wp)
+        for r0 in range(0, th, rows):
+            r1 = min(th, r0 + rows)
+            block = _transform_input(image, r0, r1 - r0, tw, bt, t)
+            prods = scratch("wino_m", (p * p, block.shape[1], m), x.dtype)
+            np.matmul(block, u, out=prods)
+            _write_outputs(prods, y[n], r0, r1, tw, at, bias)
+    if relu:
+        relu_into(y, out=y)
+    return y.transpose(0, 3, 1, 2)
+
+
+def padded_channels_last(x: np.ndarray, top: int, left: int, hp: int, wp: int) -> np.ndarray:
+    """x (C, H, W) zero-padded to (hp, wp) with x at (top, left), channels-last: (hp, wp, C),
+    in a scratch buffer."""
+    channels, height, width = x.shape
+    out = scratch("wino_p", (hp, wp, channels), x.dtype)
+    out[:top] = 0
+    out[top + height :] = 0
+    out[top : top + height, :left] = 0
+    out[top : top + height, left + width :] = 0
+    out[top : top + height, left : left + width] = x.transpose(1, 2, 0)
+    return out
+
+
+def _transform_input(image, r0: int, rows: int, tw: int, bt: np.ndarray, t: int):
+    """B^T d B for the tiles in tile rows r0 .. r0 + rows of the padded channels-last image
+    (hp, wp, C): (p^2, rows * tw, C), entry p b + a of each tile's transformed patch."""
+    p = bt.shape[0]
+    wp, channels = image.shape[1:]
+    step = image.strides[0]
+    patch_rows = as_strided(
+        image[t * r0 :], (rows, p, wp * channels), (t * step, step, image.itemsize)
+    )
+    t1 = scratch("wino_t1", (rows, p, wp, channels), image.dtype)
+    np.matmul(bt, patch_rows, out=t1.reshape(rows, p, wp * channels))  # [r, a, x, c]
+    s_r, s_a, s_x, s_c = t1.strides
+    patch_cols = as_strided(t1, (p, p, rows, tw, channels), (s_x, s_a, s_r, t * s_x, s_c))
+    gathered = scratch("wino_d", (p, p * rows * tw * channels), image.dtype)
+    np.copyto(gathered.reshape(patch_cols.shape), patch_cols)  # [j, a, r, s, c]
+    block = scratch("wino_v", (p, p * rows * tw * channels), image.dtype)
+    np.matmul(bt, gathered, out=block)  # [b, a, r, s, c]
+    return block.reshape(p * p, rows * tw, channels)
+
+
+def _write_outputs(prods, y, r0: int, r1: int, tw: int, at: np.ndarray, bias) -> None:
+    """A^T (sum) A for the tile rows r0 .. r1 into y (Ho, Wo, M), plus the bias: output pixel
+    (t r + i, t s + j) is entry (i, j) of tile (r, s)."""
+    ho, wo, m = y.shape
+    t, p = at.shape
+    rows = r1 - r0
+    half = scratch("wino_o1", (t, p * rows * tw * m), prods.dtype)
+    np.matmul(at, prods.reshape(p, -1), out=half)  # [j, a, tiles, m]
+    tiles = scratch("wino_o2", (t, t, rows * tw * m), prods.dtype)
+    np.matmul(at, half.reshape(t, p, -1), out=tiles)  # [j, i, tiles, m]
+    src = tiles.reshape(t, t, rows, tw, m).transpose(2, 1, 3, 0, 4)  # [r, i, s, j, m]
+    exact = t * r1 <= ho and t * tw == wo
+    if exact:
+        dest = y[t * r0 : t * r1].reshape(src.shape)
+    else:
+        dest = scratch("wino_out", src.shape, y.dtype)
+    if bias is None:
+        np.copyto(dest, src)
+    else:
+        np.add(src, bias, out=dest)
+    if not exact:
+        height = min(t * r1, ho) - t * r0
+        y[t * r0 : t * r0 + height] = dest.reshape(t * rows, t * tw, m)[:height, :wo]
