@@ -132,21 +132,23 @@ def worker(runtime: str, name: str, reps: int, warmup: int, threads: int, queue)
 
 
 def measure(ctx, runtime: str, name: str, reps: int, warmup: int, threads: int) -> tuple:
+    return run_child(ctx, worker, (runtime, name, reps, warmup, threads), ([], None, 0.0))
+
+
+def run_child(ctx, target, args: tuple, failed: tuple) -> tuple:
+    """Runs target(*args, queue) in a spawned process and returns what it put on the queue;
+    `failed` plus an error message if the child dies before reporting (killed, failed
+    import), which must not hang the parent."""
     queue = ctx.Queue()
-    proc = ctx.Process(target=worker, args=(runtime, name, reps, warmup, threads, queue))
+    proc = ctx.Process(target=target, args=(*args, queue))
     proc.start()
-    while True:  # a child that dies before reporting (killed, failed import) must not hang us
+    while True:
         try:
             result = queue.get(timeout=1.0)
             break
         except queue_module.Empty:
             if not proc.is_alive():
-                result = (
-                    [],
-                    None,
-                    0.0,
-                    f"worker exited with code {proc.exitcode} before reporting",
-                )
+                result = (*failed, f"worker exited with code {proc.exitcode} before reporting")
                 break
     proc.join()
     return result
