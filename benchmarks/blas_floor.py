@@ -32,7 +32,15 @@ from pathlib import Path
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:  # run as a script; an importer that put it there keeps it its own
     sys.path.insert(0, _HERE)
-from zoo import MODELS, dummy_inputs, fmt_ms, fmt_ratio, model_path, prepare_runtime  # noqa: E402
+from zoo import (  # noqa: E402
+    MODELS,
+    dummy_inputs,
+    fmt_ms,
+    fmt_ratio,
+    model_path,
+    prepare_runtime,
+    write_table,
+)
 
 WARMUP = 3  # untimed runs of each runtime before the timed ones
 IDLE = 0.5
@@ -165,9 +173,7 @@ def main(argv=None) -> None:
             )
             rows.append((name, measure(name, args.reps, args.threads, not args.skip_reference)))
     table = render(rows, args)
-    print(table)
-    args.out.write_text(table)
-    print(f"wrote {args.out} in {time.perf_counter() - began:.0f}s", file=sys.stderr)
+    write_table(table, args.out, began)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from zoo import (  # noqa: E402
     model_path,
     prepare_runtime,
     run_child,
+    write_table,
 )
 
 WARMUP = 3  # untimed runs of each runtime (each stream) before the timed ones
@@ -177,9 +178,7 @@ def main(argv=None) -> None:
     began = time.perf_counter()
     rows = [(name, measure_model(ctx, name, args)) for name in args.models]
     table = render(rows, args)
-    print(table)
-    args.out.write_text(table)
-    print(f"wrote {args.out} in {time.perf_counter() - began:.0f}s", file=sys.stderr)
+    write_table(table, args.out, began)
 
 
 if __name__ == "__main__":

@@ -241,9 +241,15 @@ def main(argv=None) -> None:
         rows.append(row)
         print("  " + "  ".join(f"{k}={v}" for k, v in row.items()), file=sys.stderr)
     table = render(rows, runtimes, args)
+    write_table(table, args.out, began)
+
+
+def write_table(table: str, out: Path, began: float) -> None:
+    """Prints the markdown `table` and writes it to `out`, saying how long the run took
+    (since perf_counter() read `began`)."""
     print(table)
-    args.out.write_text(table)
-    print(f"wrote {args.out} in {time.perf_counter() - began:.0f}s", file=sys.stderr)
+    out.write_text(table)
+    print(f"wrote {out} in {time.perf_counter() - began:.0f}s", file=sys.stderr)
 
 
 def render(rows: list[dict], runtimes: list[str], args) -> str:
