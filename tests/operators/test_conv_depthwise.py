@@ -12,9 +12,8 @@ from netbrew.operators.conv_depthwise import depthwise_correlate, use_depthwise
 from netbrew.operators.window import make_window
 
 
-def direct_depthwise(x, w, b, pads, dilations, strides=(1, 1)):
-    """Per-tap reference in float64: output channel m reads input channel m // (M / C); a
-    strided conv is the stride-1 one subsampled."""
+def direct_depthwise(x, w, b, pads, dilations):
+    """Per-tap reference in float64: output channel m reads input channel m // (M / C)."""
     (top, left), (bottom, right) = pads[:2], pads[2:]
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
     m, _, kh, kw = w.shape
@@ -26,44 +25,36 @@ def direct_depthwise(x, w, b, pads, dilations, strides=(1, 1)):
         for j in range(kw):
             patch = src[:, :, i * dh : i * dh + ho, j * dw : j * dw + wo]
             y += patch * w[:, 0, i, j].reshape(1, m, 1, 1)
-    y = y[:, :, :: strides[0], :: strides[1]]
     return y if b is None else y + b.reshape(1, -1, 1, 1)
 
 
 CASES = [
-    # (N, C, H, W), multiplier, (kh, kw), pads [t, l, b, r], dilations, strides
-    ((1, 16, 14, 14), 1, (3, 3), [1, 1, 1, 1], (1, 1), (1, 1)),  # ShuffleNet's shape, smaller
-    ((2, 6, 9, 7), 1, (3, 3), [1, 1, 1, 1], (1, 1), (1, 1)),  # batch 2, non-square
-    ((1, 4, 10, 11), 2, (3, 3), [1, 1, 1, 1], (1, 1), (1, 1)),  # channel multiplier 2
-    ((1, 5, 12, 9), 1, (5, 3), [2, 0, 1, 2], (1, 1), (1, 1)),  # asymmetric pads, 5x3 kernel
-    ((1, 3, 11, 9), 3, (3, 3), [0, 0, 0, 0], (2, 1), (1, 1)),  # no padding, dilated rows
-    ((1, 7, 7, 7), 1, (1, 3), [0, 1, 0, 1], (1, 3), (1, 1)),  # 1x3 kernel, dilated columns
-    ((1, 8, 1, 6), 1, (3, 3), [1, 1, 1, 1], (1, 1), (1, 1)),  # a single input row
-    ((1, 16, 14, 14), 1, (3, 3), [1, 1, 1, 1], (1, 1), (2, 2)),  # ShuffleNet's strided ones
-    ((2, 6, 11, 8), 2, (3, 3), [1, 1, 1, 1], (1, 1), (2, 2)),  # odd and even sizes
-    ((1, 5, 13, 12), 1, (5, 3), [2, 0, 1, 2], (1, 1), (3, 2)),  # stride 3 x 2
-    ((1, 3, 12, 9), 1, (3, 3), [0, 2, 0, 0], (2, 1), (2, 2)),  # dilated and strided
-    ((1, 4, 5, 5), 1, (3, 3), [3, 3, 3, 3], (1, 1), (2, 2)),  # wider pads than kernel
+    # (N, C, H, W), multiplier, (kh, kw), pads [t, l, b, r], dilations
+    ((1, 16, 14, 14), 1, (3, 3), [1, 1, 1, 1], (1, 1)),  # ShuffleNet's shape, smaller
+    ((2, 6, 9, 7), 1, (3, 3), [1, 1, 1, 1], (1, 1)),  # batch 2, non-square
+    ((1, 4, 10, 11), 2, (3, 3), [1, 1, 1, 1], (1, 1)),  # channel multiplier 2
+    ((1, 5, 12, 9), 1, (5, 3), [2, 0, 1, 2], (1, 1)),  # asymmetric pads, 5x3 kernel
+    ((1, 3, 11, 9), 3, (3, 3), [0, 0, 0, 0], (2, 1)),  # no padding, dilated rows
+    ((1, 7, 7, 7), 1, (1, 3), [0, 1, 0, 1], (1, 3)),  # 1x3 kernel, dilated columns
+    ((1, 8, 1, 6), 1, (3, 3), [1, 1, 1, 1], (1, 1)),  # a single input row
 ]
 
 
-@pytest.mark.parametrize("x_shape, mult, kernel, pads, dilations, strides", CASES)
+@pytest.mark.parametrize("x_shape, mult, kernel, pads, dilations", CASES)
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_depthwise_matches_direct(x_shape, mult, kernel, pads, dilations, strides, with_bias):
+def test_depthwise_matches_direct(x_shape, mult, kernel, pads, dilations, with_bias):
     rng = np.random.default_rng(0)
     c = x_shape[1]
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal((c * mult, 1, *kernel)).astype(np.float32)
     b = rng.standard_normal(c * mult).astype(np.float32) if with_bias else None
-    win = make_window(x.shape[2:], kernel, strides, dilations, pads)
+    win = make_window(x.shape[2:], kernel, None, dilations, pads)
     assert use_depthwise(c, c * mult, win, c)
     got = depthwise_correlate(x, w, win, b)
-    want = direct_depthwise(x, w, b, pads, dilations, strides)
+    want = direct_depthwise(x, w, b, pads, dilations)
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    (through_conv,) = conv_cpu(
-        x, w, b, pads=pads, dilations=list(dilations), strides=list(strides), group=c
-    )
+    (through_conv,) = conv_cpu(x, w, b, pads=pads, dilations=list(dilations), group=c)
     np.testing.assert_array_equal(through_conv, got)
 
 
@@ -99,7 +90,7 @@ def test_depthwise_matches_torch():
     [
         (32, 32, (1, 1), 32, (3, 3), True),
         (32, 64, (1, 1), 32, (3, 3), True),  # multiplier 2
-        (32, 32, (2, 2), 32, (3, 3), True),  # strided: through the stride phases
+        (32, 32, (2, 2), 32, (3, 3), False),  # strided
         (32, 32, (1, 1), 8, (3, 3), False),  # grouped, not depthwise
         (32, 32, (1, 1), 32, (1, 1), False),  # 1x1: a per-channel scale already
         (32, 32, (1, 1), 1, (3, 3), False),  # ungrouped
@@ -118,8 +109,7 @@ def test_conv_takes_depthwise_path_where_chosen(spy):
     w = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
     conv_cpu(x, w, pads=[1, 1, 1, 1], group=16)
     conv_cpu(x, w, pads=[1, 1, 1, 1], group=16, strides=[2, 2])
-    conv_cpu(x, rng.standard_normal((16, 2, 3, 3)).astype(np.float32), group=8)
-    assert calls == [(16, 1, 3, 3)] * 2
+    assert calls == [(16, 1, 3, 3)]
 
 
 @pytest.mark.parametrize("block_bytes", [1, 3000, 1 << 20])
