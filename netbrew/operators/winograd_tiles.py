@@ -105,7 +105,7 @@ def tiled_correlate(
         image = padded_channels_last(x[n], top, left, hp, wp)
         for r0 in range(0, th, rows):
             r1 = min(th, r0 + rows)
-            block = _transform_input(image, r0, r1 - r0, tw, bt, t)
+            block = _transform_input(image, r0, r1 - r0, tw, bt)
             prods = scratch("wino_m", (p * p, block.shape[1], m), x.dtype)
             np.matmul(block, u, out=prods)
             _write_outputs(prods, y[n], r0, r1, tw, at, bias)
@@ -127,10 +127,11 @@ def padded_channels_last(x: np.ndarray, top: int, left: int, hp: int, wp: int) -
     return out
 
 
-def _transform_input(image, r0: int, rows: int, tw: int, bt: np.ndarray, t: int):
+def _transform_input(image, r0: int, rows: int, tw: int, bt: np.ndarray):
     """B^T d B for the tiles in tile rows r0 .. r0 + rows of the padded channels-last image
     (hp, wp, C): (p^2, rows * tw, C), entry p b + a of each tile's transformed patch."""
     p = bt.shape[0]
+    t = p - 2  # a tile's outputs per side
     wp, channels = image.shape[1:]
     step = image.strides[0]
     patch_rows = as_strided(

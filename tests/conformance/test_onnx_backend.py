@@ -34,8 +34,9 @@ with warnings.catch_warnings():
     backend_test = onnx.backend.test.BackendTest(NetbrewBackend, __name__)
 backend_test.include(r".*_cpu$")
 RANDOM = "random:"
-_random = {n: r for n, r in expected_failures().items() if r.startswith(RANDOM)}
-for _name in expected_failures().keys() - _random.keys():
+_expected = expected_failures()
+_random = {n: r for n, r in _expected.items() if r.startswith(RANDOM)}
+for _name in _expected.keys() - _random.keys():
     backend_test.xfail(f"^{re.escape(_name)}$")
 
 
