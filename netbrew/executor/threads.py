@@ -14,6 +14,20 @@ libraries loaded in the process); `num_threads` does it for a `with` block only.
     nb.set_num_threads(1)        # one BLAS thread from now on
     with nb.num_threads(4):      # four, inside the block
         predictor.run(feeds)
+
+Why one op's NumPy passes (bias, Relu, copies, Winograd transforms, pools) are not split
+over threads, as onnxruntime's intra-op pool splits its kernels: it was built and measured
+(2-core VM, OpenBLAS 0.3.31, ResNet-50 at batch 1, in A/B runs alternating fresh processes)
+and ran slower every way it was tried:
+- BLAS held at one thread for the run, each conv split over two Python threads (1x1 convs
+  by output channels, the rest by bands of output rows, bias and Relu inside each part):
+  1.06-1.17x the time of BLAS's own two threads. Op by op, a 1x1 conv with its bias and
+  Relu split this way took 0.83-1.5x the time; each handoff to a waiting thread costs
+  25-70 us, and the Python between NumPy calls in one part waits on the other's GIL.
+- BLAS left at two threads and only the Winograd convs split in bands (their small
+  batched GEMMs run on one thread inside OpenBLAS): those ops took 1.08-1.16x as long,
+  the model 1.055x. OpenBLAS's idle worker busy-waits for a while after each threaded
+  call, on the core a helper thread needs.
 """
 
 from __future__ import annotations
