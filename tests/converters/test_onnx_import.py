@@ -182,7 +182,11 @@ def test_backend_api():
     )
     model = helper.make_model(graph)
     rep = backend.prepare(model)
-    np.testing.assert_array_equal(rep.run([np.ones(2, np.float32)] * 2)["c"], [2, 2])
+    first = rep.run([np.ones(2, np.float32)] * 2)
+    second = rep.run({"a": np.full(2, 3, np.float32), "b": np.ones(2, np.float32)})
+    np.testing.assert_array_equal(first["c"], [2, 2])  # by name, after a later run
+    np.testing.assert_array_equal(second["c"], [4, 4])
+    np.testing.assert_array_equal(second[0], second["c"])
     out = backend.run_model(model, [np.ones(2, np.float32)] * 2)
     np.testing.assert_array_equal(out[0], [2, 2])
 
