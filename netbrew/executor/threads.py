@@ -25,7 +25,7 @@ and ran slower every way it was tried:
   Relu split this way took 0.83-1.5x the time; each handoff to a waiting thread costs
   25-70 us, and the Python between NumPy calls in one part waits on the other's GIL.
 - BLAS left at two threads and only the Winograd convs split in bands (their small
-  batched GEMMs run on one thread inside OpenBLAS): those ops took 1.08-1.16x as long,
+  batched GEMMs run on one thread inside OpenBLAS): those ops took 1.08-1.17x as long,
   the model 1.055x. OpenBLAS's idle worker busy-waits for a while after each threaded
   call, on the core a helper thread needs.
 """
