@@ -81,7 +81,7 @@ def test_weight_transform_is_g_w_gt(tile):
     if tile == 2:
         u, g, matches = cw.winograd_weights(w), cw.F2.g, cw.transform_matches
     else:
-        u, g, matches = cw4.winograd4_weights(w), cw4._G, cw4.transform4_matches
+        u, g, matches = cw4.winograd4_weights(w), cw4.F4.g, cw4.transform4_matches
     for m, c in [(0, 0), (4, 6), (2, 3)]:
         got = u[:, c, m].reshape(tile + 2, tile + 2).T
         np.testing.assert_allclose(got, g @ w[m, c] @ g.T, atol=1e-14)
