@@ -71,9 +71,12 @@ def add_gradient_ops(
         read, which for parameters is the one the optimizer wants).
 
     Raises:
-        SchemaError: some ops on the path have no registered gradient; all are listed.
+        SchemaError: some ops on the path from a wanted blob to a loss have no gradient
+            built (none registered, or marked gradient_not_written); all are listed. Ops
+            with no gradient in math (NoGradient: Shape, ArgMax, comparisons) stop the
+            walk without an error.
     """
-    from netbrew.operators import GRADIENTS, NoGradient
+    from netbrew.operators import GRADIENTS, GradientNotWritten, NoGradient
 
     proto: NetDef = net.proto() if hasattr(net, "proto") else net
     forward = list(proto.op)
@@ -110,8 +113,9 @@ def add_gradient_ops(
         maker = GRADIENTS.get(op.type)
         if isinstance(maker, NoGradient):
             continue
-        if maker is None:
-            missing.append(f"op #{index} {op.type}" + (f" {op.name!r}" if op.name else ""))
+        if maker is None or isinstance(maker, GradientNotWritten):
+            why = f" ({maker.reason})" if maker is not None else ""
+            missing.append(f"op #{index} {op.type}" + (f" {op.name!r}" if op.name else "") + why)
             for v in want:  # keep walking as if it had one, to report every such op at once
                 if v is not None:
                     partial[v].append(f"<missing {grad_name(v[0])}>")

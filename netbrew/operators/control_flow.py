@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from netbrew.errors import BlobNotFoundError, SchemaError, ShapeError
-from netbrew.operators.schema import REQUIRED, kernel, no_gradient, schema
+from netbrew.operators.schema import REQUIRED, gradient_not_written, kernel, schema
 from netbrew.proto.netbrew_pb2 import NetDef
 
 _RUNTIMES: dict[int, tuple[NetDef, Any]] = {}
@@ -263,4 +263,4 @@ def scan_cpu(
 
 
 for _op in ("If", "Loop", "Scan"):
-    no_gradient(_op, "control flow: gradients through subgraphs are not implemented")
+    gradient_not_written(_op, "control flow: gradients through subgraphs are not built")

@@ -24,7 +24,7 @@ from netbrew.operators.conv import _ATTRS, check_conv_operands, conv_cpu
 from netbrew.operators.conv_depthwise import use_depthwise
 from netbrew.operators.conv_shift import use_shift
 from netbrew.operators.fused import relu_in_place
-from netbrew.operators.schema import REQUIRED, kernel, no_gradient, schema
+from netbrew.operators.schema import REQUIRED, gradient_not_written, kernel, schema
 from netbrew.operators.shape import reshape_dims
 from netbrew.operators.window import Window, im2col, make_window, work_dtype
 
@@ -40,7 +40,10 @@ schema(
     "and shape (N, M, *S) as the Reshape ops' shape inputs (0 copies a dim, -1 infers one); "
     "inputs and other attributes as Conv",
 )
-no_gradient("ConvShuffle", "inference-only fused op")
+gradient_not_written(
+    "ConvShuffle",
+    "inference-only fused op: differentiate the net before its inference passes",
+)
 
 
 def shuffle_groups(out_shape: Sequence[int], grouped_shape: Sequence[int], shape: Sequence[int]):

@@ -28,7 +28,7 @@ from netbrew.operators import conv
 from netbrew.operators.conv_hwc import hwc_correlate, hwc_matches
 from netbrew.operators.conv_winograd4 import transform4_matches, use_winograd4, winograd4_correlate
 from netbrew.operators.fused import relu_in_place
-from netbrew.operators.schema import get_schema, kernel, no_gradient, schema
+from netbrew.operators.schema import get_schema, gradient_not_written, kernel, schema
 from netbrew.operators.window import make_window
 from netbrew.operators.winograd_tiles import (
     Tiling,
@@ -70,7 +70,10 @@ for _fused in ("ConvWinograd", "ConvWinogradRelu"):
         "hwc_weights(W) (kh, kw, C, M), W laid out for a channels-last im2col (conv_hwc); "
         "the rest run as Conv does. Made by the winograd_convs pass; exported as Conv",
     )
-    no_gradient(_fused, "inference-only op made by the winograd_convs pass")
+    gradient_not_written(
+        _fused,
+        "inference-only fused op: differentiate the net before its inference passes",
+    )
 
 
 def use_winograd(channels: int, out_channels: int, out_shape: tuple[int, ...]) -> bool:

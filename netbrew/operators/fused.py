@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from netbrew.operators import conv, matmul  # noqa: F401  (declare the base ops first)
-from netbrew.operators.schema import get_kernel, get_schema, kernel, no_gradient, schema
+from netbrew.operators.schema import get_kernel, get_schema, gradient_not_written, kernel, schema
 from netbrew.operators.zeros import relu
 
 FUSED_RELU: dict[str, str] = {"Conv": "ConvRelu", "Gemm": "GemmRelu", "FC": "FCRelu"}
@@ -50,7 +50,10 @@ def _declare(base: str, fused: str) -> None:
     fused_cpu.__name__ = fused_cpu.__qualname__ = f"{fused.lower()}_cpu"
     fused_cpu.__doc__ = f"{base} kernel, then Relu on its output in place."
     kernel(fused)(fused_cpu)
-    no_gradient(fused, "inference-only fused op")
+    gradient_not_written(
+        fused,
+        "inference-only fused op: differentiate the net before its inference passes",
+    )
 
 
 for _base, _fused in FUSED_RELU.items():

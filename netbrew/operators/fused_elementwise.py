@@ -40,8 +40,8 @@ from netbrew.operators.schema import (
     REQUIRED,
     get_kernel,
     get_schema,
+    gradient_not_written,
     kernel,
-    no_gradient,
     schema,
 )
 from netbrew.operators.zeros import relu
@@ -268,7 +268,10 @@ def fused_elementwise_cpu(
     return (y,)
 
 
-no_gradient("FusedElementwise", "inference pass: made by fuse_elementwise for inference only")
+gradient_not_written(
+    "FusedElementwise",
+    "inference-only fused op: differentiate the net before its inference passes",
+)
 
 
 def fusible(op: OperatorDef) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.operators.schema import kernel, no_gradient, schema
+from netbrew.operators.schema import gradient_not_written, kernel, no_gradient, schema
 
 TYPE_PREFIX = b"onnx.TypeProto:"
 
@@ -79,5 +79,6 @@ def optional_get_element_cpu(x):
     return (x,)
 
 
-for _op in ("Optional", "OptionalHasElement", "OptionalGetElement"):
-    no_gradient(_op, "optional wrapper: gradients through optional values are not implemented")
+no_gradient("OptionalHasElement", "its output is a bool")
+for _op in ("Optional", "OptionalGetElement"):
+    gradient_not_written(_op, "optional wrapper: gradients through optional values are not built")

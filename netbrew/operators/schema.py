@@ -174,9 +174,19 @@ class NoGradient:
     reason: str
 
 
+@dataclass(frozen=True)
+class GradientNotWritten:
+    """Marks an op whose gradient exists in math but that netbrew does not build.
+
+    Autodiff refuses a path from a loss to a wanted blob through such an op, naming it and
+    `reason`, instead of stopping there without a word as it does for NoGradient."""
+
+    reason: str
+
+
 SCHEMAS: Registry[str, OpSchema] = Registry("operator")
 KERNELS: Registry[tuple[str, str], Kernel] = Registry("kernel")
-GRADIENTS: Registry[str, GradientMaker | NoGradient] = Registry("gradient")
+GRADIENTS: Registry[str, GradientMaker | NoGradient | GradientNotWritten] = Registry("gradient")
 
 
 def schema(
@@ -269,8 +279,15 @@ def gradient(
 
 
 def no_gradient(op_type: str, reason: str) -> None:
-    """Declares that `op_type` passes no gradient to its inputs (e.g. Shape, ArgMax)."""
+    """Declares that `op_type` has no gradient in math (e.g. Shape, ArgMax): its inputs get
+    none through it, and autodiff passes it by without an error."""
     GRADIENTS.add(op_type, NoGradient(reason))
+
+
+def gradient_not_written(op_type: str, reason: str) -> None:
+    """Declares that `op_type` is differentiable but netbrew builds no gradient for it:
+    autodiff raises, naming the op and `reason`, when a loss's gradient would pass through."""
+    GRADIENTS.add(op_type, GradientNotWritten(reason))
 
 
 def get_schema(op_type: str) -> OpSchema:

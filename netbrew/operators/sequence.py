@@ -13,7 +13,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.operators.control_flow import run_subgraph
-from netbrew.operators.schema import REQUIRED, kernel, no_gradient, schema
+from netbrew.operators.schema import REQUIRED, gradient_not_written, kernel, no_gradient, schema
 
 SEQUENCE_OPS = (
     "SequenceConstruct",
@@ -264,5 +264,8 @@ def sequence_map_cpu(seq, *extra, body, scope, output_mask):
     return tuple(results)
 
 
+no_gradient("SequenceEmpty", "it has no inputs")
+no_gradient("SequenceLength", "its output is an integer count")
 for _op in SEQUENCE_OPS:
-    no_gradient(_op, "sequence op: gradients through tensor sequences are not implemented")
+    if _op not in ("SequenceEmpty", "SequenceLength"):
+        gradient_not_written(_op, "sequence op: gradients through tensor sequences are not built")

@@ -114,3 +114,25 @@ def test_stop_gradient_cuts_the_path():
     net.ReduceSum(["y"], "loss", keepdims=0)
     grads = add_gradient_ops(net, ["loss"])
     assert "v" in grads and "w" not in grads and "x" not in grads
+
+
+def test_gradient_not_written_is_an_error_that_names_the_op_and_why():
+    net = Net("fused")
+    net.ConvRelu(["x", "w"], "y", pads=[1, 1, 1, 1])
+    net.ReduceSum(["y"], "loss", keepdims=0)
+    with pytest.raises(SchemaError) as info:
+        add_gradient_ops(net, ["loss"], wrt=["w"])
+    text = str(info.value)
+    assert "1 op(s) on the path to the loss have no gradient: op #0 ConvRelu" in text
+    assert "inference-only fused op" in text
+
+
+def test_an_op_with_no_gradient_in_math_stops_the_walk_quietly():
+    # y = Reshape(x * w, Shape(z)): Shape passes no gradient to z, and that is not an error.
+    net = Net("shape")
+    net.Mul(["x", "w"], "xw")
+    net.Shape("z", "s")
+    net.Reshape(["xw", "s"], "y")
+    net.ReduceSum(["y"], "loss", keepdims=0)
+    grads = add_gradient_ops(net, ["loss"])
+    assert "w" in grads and "z" not in grads

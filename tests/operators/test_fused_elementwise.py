@@ -10,7 +10,7 @@ from netbrew.converters.onnx.to_onnx import CONVERTERS
 from netbrew.errors import OperatorError, SchemaError
 from netbrew.executor import Workspace
 from netbrew.netdef import lint_problems, op_def
-from netbrew.operators import GRADIENTS, NoGradient
+from netbrew.operators import GRADIENTS, GradientNotWritten
 from netbrew.operators.fused_elementwise import expand, fuse_chain
 from netbrew.proto.netbrew_pb2 import NetDef
 from netbrew.testing import rand
@@ -170,7 +170,7 @@ def test_unfusible_steps_are_refused():
 
 
 def test_no_gradient_and_export_gives_back_the_original_nodes():
-    assert isinstance(GRADIENTS["FusedElementwise"], NoGradient)
+    assert isinstance(GRADIENTS["FusedElementwise"], GradientNotWritten)
     spec, extra, _ = CHAINS["sigmoid_leaky_clip"]
     steps = _steps(spec)
     steps[1].name = "sub1"
