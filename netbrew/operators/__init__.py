@@ -66,6 +66,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     roi,
     scatter_gather,
     selection,
+    selection_grad,
     sequence,
     shape,
     signal,

@@ -1,7 +1,8 @@
 """NonZero, Compress, Unique, TopK and ArgMin: ops that pick elements by value or condition.
 
-None passes a gradient: their outputs are indices, or values selected by a data-dependent
-choice (a gradient for TopK's and Compress's values would be a scatter; not implemented).
+NonZero and ArgMin pass no gradient (their outputs are indices). TopK's Values, Compress's
+output and Unique's Y are elements of the input picked by a locally constant choice: their
+gradients scatter dY back to those elements (selection_grad.py).
 Half-precision inputs (bfloat16 especially, which NumPy cannot sort) are compared as float32.
 """
 
@@ -58,9 +59,6 @@ schema(
     "defaults axis=0, keepdims=1, select_last_index=0",
 )
 no_gradient("NonZero", "its output is integer indices")
-no_gradient("Compress", "not implemented (would scatter the output gradient back)")
-no_gradient("Unique", "its outputs are selected by value; not implemented")
-no_gradient("TopK", "not implemented (the Values gradient would scatter back by Indices)")
 no_gradient("ArgMin", "its output is an integer index")
 
 
