@@ -33,6 +33,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     fused,
     fused_elementwise,
     generators,
+    generators_grad,
     grid_sample,
     image_decoder,
     indexing,

@@ -2,7 +2,8 @@
 
 The ops that size their output from data (ConstantOfShape, Range, EyeLike, OneHot) check the
 requested size with `check_numel` before allocating. Trilu is linear in its input: its
-gradient is Trilu of the output gradient with the same k and upper.
+gradient is Trilu of the output gradient with the same k and upper. Range's start and delta
+and OneHot's values have gradients too (generators_grad.py).
 """
 
 from __future__ import annotations
@@ -46,8 +47,6 @@ schema(
     "the inputs' dtype (scalars of one dtype); float16/bfloat16 are computed in float32 "
     "(stash_type=1, the default) or float64 (stash_type=11)",
 )
-no_gradient("Range", "its output is piecewise constant in limit, and start/delta are scalars "
-            "that rarely need a gradient; not implemented")  # fmt: skip
 
 schema(
     "EyeLike",
@@ -69,7 +68,6 @@ schema(
     "depth), else values[0]; a new axis of size depth (scalar) is inserted at axis; "
     "out-of-range indices give all values[0]; output has values' dtype; default axis=-1",
 )
-no_gradient("OneHot", "its indices are integers; values get no gradient (not implemented)")
 
 schema(
     "Trilu",
@@ -152,29 +150,41 @@ def eye_like_cpu(x: np.ndarray, dtype: int | None, k: int) -> tuple[np.ndarray]:
     return (np.eye(rows, cols, k=k, dtype=out_dtype),)
 
 
-@kernel("OneHot")
-def one_hot_cpu(
-    indices: np.ndarray, depth: np.ndarray, values: np.ndarray, axis: int
-) -> tuple[np.ndarray]:
-    depth = int(_scalar(depth, "OneHot", "depth"))
+def one_hot_mask(
+    indices: np.ndarray, depth: np.ndarray, values: np.ndarray, axis: int, op: str = "OneHot"
+) -> np.ndarray:
+    """The bool mask, of OneHot's output shape, of the positions that take values[1].
+
+    Raises:
+        ValueError, ShapeError: depth is negative, values has not 2 elements, or axis is out
+            of range (the messages name `op`).
+    """
+    depth = int(_scalar(depth, op, "depth"))
     if depth < 0:
-        raise ValueError(f"OneHot: input 'depth' is {depth}, expected >= 0")
+        raise ValueError(f"{op}: input 'depth' is {depth}, expected >= 0")
     if np.size(values) != 2:
         raise ShapeError(
-            f"OneHot: input 'values' has shape {list(np.shape(values))}, expected 2 elements "
+            f"{op}: input 'values' has shape {list(np.shape(values))}, expected 2 elements "
             "[off_value, on_value]"
         )
     rank = indices.ndim
     if not -rank - 1 <= axis <= rank:
-        raise ShapeError(f"OneHot: axis {axis} is out of range for output rank {rank + 1}")
+        raise ShapeError(f"{op}: axis {axis} is out of range for output rank {rank + 1}")
     axis %= rank + 1
     out_shape = indices.shape[:axis] + (depth,) + indices.shape[axis:]
-    check_numel(out_shape, "OneHot output")
+    check_numel(out_shape, f"{op} output")
     idx = np.asarray(indices)
     idx = (np.trunc(idx) if idx.dtype.kind == "f" else idx).astype(np.int64)
     idx = np.where(idx < 0, idx + depth, idx)
     positions = np.arange(depth).reshape((depth,) + (1,) * (rank - axis))
-    hot = np.expand_dims(idx, axis) == positions
+    return np.expand_dims(idx, axis) == positions
+
+
+@kernel("OneHot")
+def one_hot_cpu(
+    indices: np.ndarray, depth: np.ndarray, values: np.ndarray, axis: int
+) -> tuple[np.ndarray]:
+    hot = one_hot_mask(indices, depth, values, axis)
     off, on = np.asarray(values).reshape(-1)
     return (np.where(hot, on, off).astype(values.dtype, copy=False),)
 
