@@ -63,6 +63,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     reduce_extra_grad,
     reduce_grad,
     resize,
+    resize_grad,
     rnn,
     roi,
     scatter_gather,
