@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from netbrew.netdef.args import args_dict, set_args
+from netbrew.netdef.dtypes import normalize_type_args
 from netbrew.netdef.scope import current_device, current_name_scope, device_name, parse_device
 from netbrew.proto.netbrew_pb2 import DeviceOption, NetDef, OperatorDef
 
@@ -146,7 +147,7 @@ class Net:
         option = parse_device(device) if device is not None else current_device()
         if option is not None:
             op.device_option.CopyFrom(option)
-        set_args(op, {k: v for k, v in args.items() if v is not None})
+        set_args(op, normalize_type_args(op_type, {k: v for k, v in args.items() if v is not None}))
         refs = tuple(BlobReference(o, self) for o in out_names)
         return refs[0] if len(refs) == 1 else refs
 
@@ -267,11 +268,12 @@ def op_def(
     device: DeviceOption | str | None = None,
     **args: Any,
 ) -> OperatorDef:
-    """A standalone OperatorDef, as Caffe2's `core.CreateOperator`. Not checked here."""
+    """A standalone OperatorDef, as Caffe2's `core.CreateOperator`. Not checked here, but a
+    type argument is stored in the form the NetDef keeps (netbrew.netdef.dtypes)."""
     op = OperatorDef(type=op_type, input=_as_list(inputs), output=_as_list(outputs))
     if name:
         op.name = name
     if device is not None:
         op.device_option.CopyFrom(parse_device(device))
-    set_args(op, {k: v for k, v in args.items() if v is not None})
+    set_args(op, normalize_type_args(op_type, {k: v for k, v in args.items() if v is not None}))
     return op

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from netbrew.netdef.dtypes import type_name
 from netbrew.nn._dispatch import call
-from netbrew.operators.casting import onnx_type_of
 
 _PY_SCALARS = (bool, int, float)
 INT64_MAX = np.iinfo(np.int64).max
@@ -23,12 +23,11 @@ def is_scalar(value: Any) -> bool:
 
 
 def cast(x: Any, dtype: Any) -> Any:
-    """x as `dtype` (Cast, whose `to` is an ONNX type code); x itself when it already has
-    that dtype."""
+    """x as `dtype` (Cast); x itself when it already has that dtype."""
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x
-    return call("Cast", [x], to=int(onnx_type_of(dtype)))
+    return call("Cast", [x], to=type_name(dtype))
 
 
 def promote(*values: Any) -> list[Any]:

@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from netbrew.errors import SchemaError
+from netbrew.netdef.dtypes import onnx_code, onnx_np_dtype
 from netbrew.netdef.net import op_def
 from netbrew.operators.arithmetic_grad import parsed_attrs
 from netbrew.operators.schema import DTYPE_CLASSES, REQUIRED, gradient, kernel, no_gradient, schema
@@ -26,24 +27,19 @@ schema(
     inputs=["input"],
     outputs=["output"],
     attrs={"to": REQUIRED, "saturate": 1, "round_mode": "up"},
-    doc="output = input converted to ONNX TensorProto type `to` (an onnx.TensorProto enum int, "
-    "or its name); saturate=1 clips float8 casts, round_mode='up' for FLOAT8E8M0",
+    doc="output = input converted to type `to` (a NumPy dtype, a name such as 'int32', or "
+    "netbrew's TensorProto.DataType; stored as ONNX's name); saturate=1 clips float8 casts, "
+    "round_mode='up' for FLOAT8E8M0",
 )
 
 
 def onnx_dtype(to: int | str) -> np.dtype:
-    """The NumPy dtype of an ONNX TensorProto.DataType (its number or its name, e.g. "FLOAT").
-
-    Note that ONNX numbers its types differently from netbrew's TensorProto.DataType.
-    """
+    """The NumPy dtype of the type a NetDef's Cast stores: ONNX's name ("INT32", as the
+    Python API writes it) or ONNX's number (as ONNX files do); see netbrew.netdef.dtypes."""
     try:
-        code = _ONNX.DataType.Value(to.upper()) if isinstance(to, str) else int(to)
-        return np.dtype(helper.tensor_dtype_to_np_dtype(code))
-    except (KeyError, ValueError, TypeError):
-        raise ValueError(
-            f"Cast: to={to!r} is not an ONNX TensorProto data type; expected e.g. "
-            f"onnx.TensorProto.FLOAT ({_ONNX.FLOAT}) or INT64 ({_ONNX.INT64})"
-        ) from None
+        return onnx_np_dtype(to)
+    except ValueError as e:
+        raise ValueError(f"Cast: to={e}") from None
 
 
 def _parse_strings(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -77,7 +73,7 @@ def cast_cpu(x: np.ndarray, to: int | str, saturate: int, round_mode: str) -> tu
             return (x.astype(np.str_).astype(object),)
         if x.dtype.kind == "O":
             return (_parse_strings(x, dtype),)
-        code = _ONNX.DataType.Value(to.upper()) if isinstance(to, str) else int(to)
+        code = onnx_code(to)
         if code in _FLOAT8 and saturate:
             return (numpy_helper.saturate_cast(x, dtype),)
         if code == _ONNX.FLOAT8E8M0:

@@ -15,9 +15,9 @@ import math
 
 import ml_dtypes
 import numpy as np
-from onnx import helper
 
 from netbrew.errors import SchemaError, ShapeError
+from netbrew.netdef.dtypes import onnx_np_dtype
 from netbrew.operators.schema import kernel, no_gradient, schema
 
 _INTS = ("int8", "uint8", "int16", "uint16", "int4", "uint4", "int2", "uint2")
@@ -27,12 +27,12 @@ QUANT_TYPES = _INTS + _FLOAT8 + _SMALL_FLOATS
 _NAMES = ", ".join(QUANT_TYPES)
 
 
-def onnx_dtype(code: int, what: str) -> np.dtype:
-    """The numpy dtype of an ONNX TensorProto data type number (e.g. 3 -> int8)."""
+def onnx_dtype(code: int | str, what: str) -> np.dtype:
+    """The numpy dtype of a stored ONNX type: its number (3 -> int8) or name ("INT8")."""
     try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(int(code)))
-    except (KeyError, ValueError, TypeError):
-        raise SchemaError(f"argument {what}={code} is not an ONNX TensorProto data type") from None
+        return onnx_np_dtype(code)
+    except ValueError as e:
+        raise SchemaError(f"argument {what}={e}") from None
 
 
 def check_quant_type(dtype: np.dtype, slot: str, allowed=QUANT_TYPES) -> None:

@@ -3,16 +3,18 @@
 Each kernel draws from `rng`, a NumPy Generator the executor seeds from the op's `seed`
 attribute (else from the device option, else fresh entropy). Streams are NumPy's, so the
 values differ from other runtimes' for the same seed; only shapes, dtypes and the
-distributions are portable. `dtype` attributes hold ONNX TensorProto.DataType numbers
-(onnx.TensorProto.FLOAT = 1, DOUBLE = 11, INT32 = 6, INT64 = 7, ...).
+distributions are portable. `dtype` attributes name a type as netbrew.netdef.dtypes says
+(np.float64, "double", netbrew's TensorProto.DOUBLE); the NetDef stores ONNX's name, and
+the kernels also read ONNX's numbers, as ONNX files hold them.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from netbrew.errors import SchemaError, ShapeError
+from netbrew.netdef import dtypes
 from netbrew.operators.limits import check_numel
 from netbrew.operators.schema import REQUIRED, kernel, no_gradient, schema
 
@@ -22,12 +24,9 @@ _FLOAT_NAMES = "FLOAT, DOUBLE, FLOAT16 or BFLOAT16"
 def onnx_np_dtype(code: int, op: str, allowed: str = "float") -> np.dtype:
     """The NumPy dtype of an ONNX TensorProto.DataType number, checked against `allowed`."""
     try:
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(int(code)))
-    except (KeyError, ValueError, TypeError):
-        raise SchemaError(
-            f"{op}: dtype={code!r} is not an ONNX TensorProto data type "
-            f"(e.g. FLOAT={TensorProto.FLOAT}, DOUBLE={TensorProto.DOUBLE})"
-        ) from None
+        dtype = dtypes.onnx_np_dtype(code)
+    except ValueError as e:
+        raise SchemaError(f"{op}: dtype={e}") from None
     is_float = dtype.kind == "f" or dtype.name == "bfloat16"
     if allowed == "float" and not is_float:
         raise SchemaError(f"{op}: dtype={code} ({dtype}) is not one of {_FLOAT_NAMES}")
@@ -56,8 +55,8 @@ schema(
     attrs={"dtype": None, "seed": None},
     dtypes={0: "float"},
     rng=True,
-    doc="output = 1 with probability input (in [0, 1]) else 0, elementwise; dtype (ONNX "
-    f"TensorProto number, any numeric or bool) defaults to input's; {_SEED_DOC}",
+    doc="output = 1 with probability input (in [0, 1]) else 0, elementwise; dtype (any "
+    f"numeric or bool) defaults to input's; {_SEED_DOC}",
 )
 
 
@@ -84,7 +83,7 @@ for _name, _params, _formula in (
         outputs=["output"],
         attrs={"shape": REQUIRED, "dtype": int(TensorProto.FLOAT), **_params, "seed": None},
         rng=True,
-        doc=f"output ~ {_formula}, of the given shape; dtype (ONNX TensorProto number) FLOAT "
+        doc=f"output ~ {_formula}, of the given shape; dtype FLOAT "
         f"by default, one of {_FLOAT_NAMES}; {_SEED_DOC}",
     )
     schema(
@@ -93,7 +92,7 @@ for _name, _params, _formula in (
         outputs=["output"],
         attrs={"dtype": None, **_params, "seed": None},
         rng=True,
-        doc=f"output ~ {_formula}, shaped like input; dtype (ONNX TensorProto number) defaults "
+        doc=f"output ~ {_formula}, shaped like input; dtype defaults "
         f"to input's, which must then be a float type; {_SEED_DOC}",
     )
 

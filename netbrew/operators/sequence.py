@@ -79,15 +79,18 @@ schema(
     inputs=[],
     outputs=["output"],
     attrs={"dtype": 1},
-    doc="output = [], an empty sequence of tensors of `dtype` (TensorProto code, 1 = float)",
+    doc="output = [], an empty sequence of tensors of `dtype` (default FLOAT)",
 )
 
 
 @kernel("SequenceEmpty")
 def sequence_empty_cpu(dtype):
-    from netbrew.netdef.tensor import dtype_of
+    from netbrew.netdef.dtypes import onnx_np_dtype
 
-    dtype_of(dtype)  # checks the code; a list carries no dtype
+    try:
+        onnx_np_dtype(dtype)  # checks the type; a list carries no dtype
+    except ValueError as e:
+        raise SchemaError(f"argument dtype={e}") from None
     return ([],)
 
 

@@ -44,7 +44,7 @@ def test_if_reads_outer_scope_and_shapes_may_differ(cond):
 @pytest.mark.parametrize("cond", [True, False])
 def test_if_check_op(cond):
     # the branches read the op's own input blob "in0" from the enclosing scope
-    then = graph([op_def("Cast", ["in0"], ["a"], to=6)], outputs=["a", "in0"])
+    then = graph([op_def("Cast", ["in0"], ["a"], to=np.int32)], outputs=["a", "in0"])
     other = graph([op_def("Constant", [], ["b"], value=np.array([7, 8]))], outputs=["b", "in0"])
     check_op(
         "If",

@@ -3,7 +3,6 @@ Sum, Mean, Max, Min, Cast, Identity and Constant (none)."""
 
 import numpy as np
 import pytest
-from onnx import TensorProto
 
 from netbrew.executor import Workspace
 from netbrew.netdef import op_def
@@ -88,13 +87,13 @@ def test_variadic_makers_skip_unwanted_inputs():
     assert [o.type for o in grad_ops] == ["SumReduceLike"]
 
 
-@pytest.mark.parametrize("to", [TensorProto.DOUBLE, "DOUBLE"])
+@pytest.mark.parametrize("to", ["DOUBLE", "DOUBLE"])
 @pytest.mark.parametrize("shape", [(5,), (3, 4)])
 def test_cast(shape, to):
     check_gradient("Cast", [rand(*shape)], to=to)
 
 
-@pytest.mark.parametrize("to", [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16])
+@pytest.mark.parametrize("to", ["FLOAT", "DOUBLE", "FLOAT16"])
 def test_cast_gradient_is_cast_back_to_the_input_dtype(to):
     x = rand(3, 4)
     (grad_op,) = GRADIENTS["Cast"](op_def("Cast", ["x"], ["y"], to=to), ["dy"], ["dx"])
@@ -105,9 +104,7 @@ def test_cast_gradient_is_cast_back_to_the_input_dtype(to):
 
 
 def test_cast_from_or_to_integers_passes_no_gradient():
-    (grad_op,) = GRADIENTS["Cast"](
-        op_def("Cast", ["x"], ["y"], to=TensorProto.INT64), ["dy"], ["dx"]
-    )
+    (grad_op,) = GRADIENTS["Cast"](op_def("Cast", ["x"], ["y"], to="INT64"), ["dy"], ["dx"])
     assert list(grad_op.input) == ["x", ""]  # an integer output carries no gradient to read
     (dx,) = run_op("CastGradient", [rand(3), None])
     assert dx.dtype == np.float32 and np.all(dx == 0)

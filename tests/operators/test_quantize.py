@@ -50,7 +50,7 @@ SCALE_BLOCKED = np.array([[1.5, 2.5], [3.0, 4.9], [5.1, 6.9]], np.float32)
 # (x, scale, zero point (or a dtype when absent), attrs)
 Q_CASES = {
     "per_tensor_uint8": (X, np.float32(2), np.uint8(128), {}),
-    "per_tensor_int8_no_zp": (X, np.float32(3), np.int8, {"output_dtype": 3}),
+    "per_tensor_int8_no_zp": (X, np.float32(3), np.int8, {"output_dtype": "INT8"}),
     "default_uint8": (X, np.float32(3), np.uint8, {}),
     "per_axis0_int16": (X, SCALE_AXIS0, np.array([1, -2, 300], np.int16), {"axis": 0}),
     "per_axis_negative": (X.T.copy(), SCALE_AXIS0, np.array([1, 2, 3], np.uint8), {"axis": -1}),
@@ -68,7 +68,7 @@ Q_CASES = {
     ),  # fmt: skip
     "int4": (X, SCALE_AXIS0, np.array([1, -1, 0], ml_dtypes.int4), {"axis": 0}),
     "uint4": (X, np.float32(20), np.array([8], ml_dtypes.uint4), {}),
-    "int2": (X, np.float32(100), None, {"output_dtype": 26}),
+    "int2": (X, np.float32(100), None, {"output_dtype": "INT2"}),
     "uint2": (X, np.float32(100), np.array(1, ml_dtypes.uint2), {}),
 }
 
@@ -134,7 +134,7 @@ D_CASES = {
         Q8.astype(np.int8).clip(-8, 7).astype(ml_dtypes.int4),
         np.float32(3),
         np.array(-1, ml_dtypes.int4),
-        {"output_dtype": 10},
+        {"output_dtype": "FLOAT16"},
     ),  # fmt: skip
     "float8": (np.array([0.5, -448, 3], ml_dtypes.float8_e4m3fn), np.float32(2), None, {}),
 }
@@ -143,7 +143,7 @@ D_CASES = {
 @pytest.mark.parametrize("case", D_CASES)
 def test_dequantize_linear(case):
     x, scale, zp, attrs = D_CASES[case]
-    out = np.float16 if attrs.get("output_dtype") == 10 else None
+    out = np.float16 if attrs.get("output_dtype") == "FLOAT16" else None
     ref = dequantize_ref(x, scale, zp, attrs.get("axis", 1), attrs.get("block_size", 0), out)
     zp = None if zp is None else np.asarray(zp)
     check_op("DequantizeLinear", [x, np.asarray(scale), zp], lambda *a: (ref,), **attrs)
@@ -174,7 +174,12 @@ def test_dynamic_quantize_linear(x):
     [
         ("QuantizeLinear", [X, SCALE_AXIS0[:2], None], {"axis": 0}, "expected a scalar or"),
         ("QuantizeLinear", [X, SCALE_BLOCKED, None], {"block_size": 1}, "blocked"),
-        ("QuantizeLinear", [X, np.float32(1), np.int8(0)], {"output_dtype": 2}, "output_dtype"),
+        (
+            "QuantizeLinear",
+            [X, np.float32(1), np.int8(0)],
+            {"output_dtype": "UINT8"},
+            "output_dtype",
+        ),
         ("QuantizeLinear", [X, np.float32(1), np.int32(0)], {}, "quantized type"),
         ("DequantizeLinear", [Q8, np.float32(1), np.int8(0)], {}, "x_zero_point has dtype"),
         ("DequantizeLinear", [X, np.float32(1)], {}, "quantized type"),

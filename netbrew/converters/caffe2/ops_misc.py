@@ -7,10 +7,7 @@ import numpy as np
 
 from netbrew.converters.caffe2.context import Context, refuse, translator
 from netbrew.converters.caffe2.ops_window import nhwc, wrap_nhwc
-from netbrew.proto.netbrew_pb2 import OperatorDef, TensorProto
-
-# Caffe2 TensorProto.DataType -> ONNX TensorProto.DataType (Cast's `to`).
-CAFFE2_TO_ONNX_DTYPE = {1: 1, 2: 6, 3: 2, 4: 8, 5: 9, 6: 2, 7: 3, 8: 4, 9: 5, 10: 7, 12: 10, 13: 11}
+from netbrew.proto.netbrew_pb2 import OperatorDef
 
 
 @translator("Add", "Sub", "Mul", "Div")
@@ -69,7 +66,7 @@ def concat(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
             sizes.append(size)
         packed = ctx.name("sizes")
         ops.append(ctx.make("Concat", sizes, [packed], axis=0))
-        ops.append(ctx.make("Cast", [packed], [op.output[1]], to=6))  # ONNX INT32
+        ops.append(ctx.make("Cast", [packed], [op.output[1]], to=np.int32))
     return ops
 
 
@@ -181,11 +178,9 @@ def clip(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
 
 @translator("Cast")
 def cast(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
-    """`to` is Caffe2's TensorProto.DataType (an int, or its name); ONNX numbers differ."""
-    to = ctx.arg("to")
-    if isinstance(to, str):
-        to = TensorProto.DataType.Value(to.upper())
-    return [ctx.make("Cast", op.input, op.output, to=CAFFE2_TO_ONNX_DTYPE[int(to)])]
+    """`to` is Caffe2's TensorProto.DataType (an int, or its name), which is netbrew's own:
+    op_def reads it as the Python API reads any type (netbrew.netdef.dtypes)."""
+    return [ctx.make("Cast", op.input, op.output, to=ctx.arg("to"))]
 
 
 @translator("Flatten")

@@ -211,10 +211,3 @@ def int64_const(g: TorchGraph, node: Any, values: Any, what: str) -> str:
 def rank_of(g: TorchGraph, arg: Any) -> int:
     """The rank of a tensor argument on the example inputs."""
     return g.tensor(arg).dim()
-
-
-def onnx_type(dtype: np.dtype) -> int:
-    """The ONNX TensorProto type code of a NumPy dtype (Cast's `to`)."""
-    from onnx import helper
-
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))

@@ -20,10 +20,10 @@ from netbrew.converters.module.torch_graph import (
     TorchGraph,
     int64_const,
     np_dtype,
-    onnx_type,
     rank_of,
 )
 from netbrew.errors import UnsupportedConversion
+from netbrew.netdef.dtypes import type_name
 from netbrew.operators.registry import Registry
 
 Converter = Callable[[TorchGraph, Any], None]
@@ -186,7 +186,7 @@ def emit_binary(g: TorchGraph, node: Any, op_type: str, a: Any, b: Any) -> None:
         if g.is_node(arg) and arg in g.blobs:
             blob = g.blob(arg)
             if np_dtype(g.tensor(arg).dtype) != out_dtype:
-                blob = g.emit("Cast", [blob], f"{node.name}_cast", to=onnx_type(out_dtype))
+                blob = g.emit("Cast", [blob], f"{node.name}_cast", to=type_name(out_dtype))
         else:
             blob = g.const(np.asarray(g.value(arg)).astype(out_dtype), f"{node.name}_const")
         blobs.append(blob)

@@ -13,11 +13,11 @@ from netbrew.converters.module.torch_graph import (
     TorchGraph,
     int64_const,
     np_dtype,
-    onnx_type,
     rank_of,
 )
 from netbrew.converters.module.torch_ops import converts
 from netbrew.errors import UnsupportedConversion
+from netbrew.netdef.dtypes import type_name
 
 _INT64_MAX = 2**63 - 1
 
@@ -194,7 +194,7 @@ def cast(g: TorchGraph, node: Any) -> None:
     dtype = np_dtype(g.values[node].dtype)
     if np_dtype(g.tensor(node.args[0]).dtype) == dtype:
         return g.alias(node, node.args[0])
-    g.emit("Cast", [g.blob(node.args[0])], node, to=onnx_type(dtype))
+    g.emit("Cast", [g.blob(node.args[0])], node, to=type_name(dtype))
 
 
 @converts("Tensor.unsqueeze", "torch.unsqueeze")

@@ -21,6 +21,7 @@ from netbrew.converters.onnx.to_onnx import CONVERTERS, NOT_EXPORTABLE
 from netbrew.errors import UnsupportedConversion
 from netbrew.executor import Workspace
 from netbrew.netdef.args import arg_value
+from netbrew.netdef.dtypes import ONNX_TYPE_ARGS, onnx_code
 from netbrew.operators import get_schema
 from netbrew.proto.netbrew_pb2 import Argument, NetDef, OperatorDef
 
@@ -43,7 +44,9 @@ def _attribute(op: OperatorDef, arg: Argument, onnx_schema) -> onnx.AttributePro
         return helper.make_attribute(arg.name, [graph_from_net(n) for n in value])
     if isinstance(value, np.ndarray):
         return helper.make_attribute(arg.name, numpy_helper.from_array(value))
-    if kind == A.FLOAT:
+    if kind == A.INT and isinstance(value, str) and ONNX_TYPE_ARGS.get(op.type) == arg.name:
+        value = onnx_code(value)  # a type stored by name ("INT32"): ONNX wants its number
+    elif kind == A.FLOAT:
         value = float(value)
     elif kind == A.FLOATS:
         value = [float(v) for v in value]
