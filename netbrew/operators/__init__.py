@@ -42,6 +42,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     losses,
     losses_grad,
     lp_pool,
+    lp_pool_grad,
     matmul,
     matmul_grad,
     metrics,
