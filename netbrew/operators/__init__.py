@@ -75,6 +75,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     signal,
     softmax,
     space_depth,
+    space_depth_grad,
     strings,
     sum_reduce_like,
     text,

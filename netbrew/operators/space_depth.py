@@ -4,7 +4,7 @@
     DepthToSpace(input) -> output     backward: SpaceToDepth(doutput) -> dinput
 
 The two are each other's inverse permutation for the same blocksize and mode, so each one's
-gradient is the other.
+gradient is the other. CenterCropPad's and Col2Im's gradients are in space_depth_grad.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from netbrew.errors import ShapeError
 from netbrew.netdef.net import op_def
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.limits import check_numel
-from netbrew.operators.schema import REQUIRED, gradient, kernel, no_gradient, schema
+from netbrew.operators.schema import REQUIRED, gradient, kernel, schema
 
 _BLOCK_ATTRS = {"blocksize": REQUIRED, "mode": "DCR"}
 # Axis orders of the [b, c, h, bs, w, bs] <-> [b, bs, bs, c, h, w] (DCR) or
@@ -62,8 +62,6 @@ schema(
     "prod(block_shape), L] put back at their places (the inverse of im2col); dilations, "
     "strides (default 1) and pads (begin..., end...; default 0) as in Conv",
 )
-no_gradient("CenterCropPad", "not implemented (would crop or pad the gradient back)")
-no_gradient("Col2Im", "not implemented (would need an Im2Col op)")
 
 
 def _check_block(x: np.ndarray, blocksize: int, mode: str, op: str) -> None:
