@@ -35,6 +35,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     generators,
     generators_grad,
     grid_sample,
+    grid_sample_grad,
     image_decoder,
     indexing,
     indexing_grad,

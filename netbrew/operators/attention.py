@@ -7,17 +7,20 @@ The additive bias composes the mask (boolean: True attends; numeric: added), the
 frontier, the sliding window and the padding given by nonpad_kv_seqlen; a query row that
 can attend no key yields zeros, never NaN. Arithmetic runs in Q's dtype, as ONNX's
 reference does, except the softmax when softmax_precision names another type.
+The gradient (AttentionGradient, in attention_grad) reruns attention_state, the forward up
+to the value product, and differentiates every output.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
-from netbrew.operators.schema import kernel, no_gradient, schema
+from netbrew.operators.schema import kernel, schema
 
 schema(
     "Attention",
@@ -41,7 +44,6 @@ schema(
     "nonpad_kv_seqlen; scale defaults to 1/sqrt(D); qk_matmul_output per "
     "qk_matmul_output_mode (0 raw, 1 softcapped, 2 plus bias, 3 probabilities)",
 )
-no_gradient("Attention", "gradient not implemented (build attention from MatMul and Softmax)")
 
 SOFTMAX_TYPES = {1: np.float32, 10: np.float16, 11: np.float64, 16: ml_dtypes.bfloat16}
 
@@ -138,12 +140,24 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b).astype(a.dtype, copy=False)
 
 
-@kernel("Attention")
-def attention_cpu(
-    q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, *,
-    is_causal, kv_num_heads, q_num_heads, qk_matmul_output_mode, scale, softcap,
-    softmax_precision, left_window_size, right_window_size,
-):  # fmt: skip
+class AttentionState(NamedTuple):
+    """The forward's intermediates; AttentionGradient recomputes them with the same code."""
+
+    rank: int  # of Q, K and V as given: 3 (heads packed in the last axis) or 4
+    q: np.ndarray  # (B, Hq, Sq, D)
+    present_k: np.ndarray  # (B, Hkv, T, D), T = past length + Skv
+    present_v: np.ndarray  # (B, Hkv, T, Dv)
+    past_len: int
+    bias: np.ndarray  # broadcastable to (B, Hq, Sq, T)
+    root: np.generic  # sqrt(scale) in Q's dtype; Q and K are each scaled by it
+    qk: np.ndarray  # raw scores (B, Hq, Sq, T)
+    capped: np.ndarray  # softcapped scores
+    logits: np.ndarray  # capped + bias
+    probs: np.ndarray  # softmax in Q's dtype, zero on rows that attend no key
+
+
+def _heads_4d(q, k, v, q_num_heads, kv_num_heads) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q, K and V as (B, H, S, D), checked against each other and the head counts."""
     rank = q.ndim
     if rank not in (3, 4) or k.ndim != rank or v.ndim != rank:
         raise ShapeError(
@@ -154,71 +168,115 @@ def attention_cpu(
         k = split_heads(k, kv_num_heads, "K", "kv_num_heads")
         v = split_heads(v, kv_num_heads, "V", "kv_num_heads")
     _check_4d(q, k, v, None if rank == 3 else q_num_heads, None if rank == 3 else kv_num_heads)
+    return q, k, v
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """(B, H, S, D) -> (B, S, H*D), the inverse of split_heads."""
+    return x.transpose(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], -1)
+
+
+def repeat_heads(x: np.ndarray, groups: int) -> np.ndarray:
+    """Each KV head repeated for the `groups` consecutive query heads it serves."""
+    return np.repeat(x, groups, axis=1) if groups > 1 else x
+
+
+def _check_args(past_key, past_value, nonpad, left, right, mode) -> None:
     if (past_key is None) != (past_value is None):
         raise SchemaError("inputs 'past_key' and 'past_value' must be given together")
-    if nonpad_kv_seqlen is not None and past_key is not None:
+    if nonpad is not None and past_key is not None:
         raise SchemaError("input 'nonpad_kv_seqlen' cannot be combined with 'past_key'")
-    windows = {"left_window_size": left_window_size, "right_window_size": right_window_size}
-    for flag, value in windows.items():
+    for flag, value in {"left_window_size": left, "right_window_size": right}.items():
         if value < -1:
             raise SchemaError(f"argument {flag!r} is {value}, expected -1 or >= 0")
-    if qk_matmul_output_mode not in (0, 1, 2, 3):
-        raise SchemaError(
-            f"argument 'qk_matmul_output_mode' is {qk_matmul_output_mode}, expected 0 to 3"
-        )
-    dtype = q.dtype
-    batch, sq = q.shape[0], q.shape[2]
-    offset: int | np.ndarray = 0
-    if past_key is not None:
-        for slot, past, cur in (("past_key", past_key, k), ("past_value", past_value, v)):
-            if past.ndim != 4 or past.shape[:2] + past.shape[3:] != cur.shape[:2] + cur.shape[3:]:
-                raise ShapeError(
-                    f"input {slot!r} has shape {list(past.shape)}, expected "
-                    f"({cur.shape[0]}, {cur.shape[1]}, past_len, {cur.shape[3]})"
-                )
-        offset = past_key.shape[2]
-        k = np.concatenate([past_key, k], axis=2)
-        v = np.concatenate([past_value, v], axis=2)
-    present_k, present_v = k, v
-    skv = k.shape[2]
-    if nonpad_kv_seqlen is not None:
-        nonpad_kv_seqlen = np.asarray(nonpad_kv_seqlen).reshape(-1).astype(np.int64)
-        if nonpad_kv_seqlen.size != batch:
+    if mode not in (0, 1, 2, 3):
+        raise SchemaError(f"argument 'qk_matmul_output_mode' is {mode}, expected 0 to 3")
+
+
+def _concat_past(k, v, past_key, past_value) -> tuple[np.ndarray, np.ndarray, int]:
+    """(present_key, present_value, past length): the past prepended on the sequence axis."""
+    if past_key is None:
+        return k, v, 0
+    for slot, past, cur in (("past_key", past_key, k), ("past_value", past_value, v)):
+        if past.ndim != 4 or past.shape[:2] + past.shape[3:] != cur.shape[:2] + cur.shape[3:]:
             raise ShapeError(
-                f"input 'nonpad_kv_seqlen' has {nonpad_kv_seqlen.size} entries, expected "
-                f"batch size {batch}"
+                f"input {slot!r} has shape {list(past.shape)}, expected "
+                f"({cur.shape[0]}, {cur.shape[1]}, past_len, {cur.shape[3]})"
             )
-        offset = nonpad_kv_seqlen - sq
-    bias = build_bias(
-        dtype, sq, skv, attn_mask, is_causal, left_window_size, right_window_size, offset,
-        nonpad_kv_seqlen,
-    )  # fmt: skip
-    groups = q.shape[1] // k.shape[1]
-    if groups > 1:
-        k = np.repeat(k, groups, axis=1)
-        v = np.repeat(v, groups, axis=1)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[3])
-    root = dtype.type(math.sqrt(scale))
+    k = np.concatenate([past_key, k], axis=2)
+    v = np.concatenate([past_value, v], axis=2)
+    return k, v, past_key.shape[2]
+
+
+def _nonpad_lengths(nonpad: np.ndarray, batch: int) -> np.ndarray:
+    nonpad = np.asarray(nonpad).reshape(-1).astype(np.int64)
+    if nonpad.size != batch:
+        raise ShapeError(
+            f"input 'nonpad_kv_seqlen' has {nonpad.size} entries, expected batch size {batch}"
+        )
+    return nonpad
+
+
+def _scores(q, k, root, bias, softcap, softmax_precision) -> tuple[np.ndarray, ...]:
+    """(qk, capped, logits, probs) of Q (B, Hq, Sq, D) against K repeated to Hq heads."""
+    dtype = q.dtype
     qk = _matmul(q * root, np.swapaxes(k, 2, 3) * root)
     capped = qk
     if softcap > 0:
         capped = np.tanh(qk / dtype.type(softcap)) * dtype.type(softcap)
     logits = capped + bias
-    qk_out = (qk, capped, logits)[qk_matmul_output_mode] if qk_matmul_output_mode < 3 else None
+    wide = logits
     if softmax_precision is not None:
         if softmax_precision not in SOFTMAX_TYPES:
             raise SchemaError(
                 f"argument 'softmax_precision' is {softmax_precision}, expected one of "
                 f"{sorted(SOFTMAX_TYPES)} (FLOAT, FLOAT16, DOUBLE, BFLOAT16)"
             )
-        logits = logits.astype(SOFTMAX_TYPES[softmax_precision])
-    probs = _softmax(logits)
+        wide = logits.astype(SOFTMAX_TYPES[softmax_precision])
+    probs = _softmax(wide)
     empty = np.isneginf(np.max(bias, axis=-1, keepdims=True))
     probs = np.where(empty, probs.dtype.type(0), probs).astype(dtype)
-    if qk_out is None:
-        qk_out = probs
-    y = _matmul(probs, v).astype(dtype, copy=False)
-    if rank == 3:
-        y = y.transpose(0, 2, 1, 3).reshape(batch, sq, -1)
-    return y, present_k, present_v, qk_out.astype(dtype, copy=False)
+    return qk, capped, logits, probs
+
+
+def attention_state(
+    q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, *,
+    is_causal, kv_num_heads, q_num_heads, qk_matmul_output_mode, scale, softcap,
+    softmax_precision, left_window_size, right_window_size,
+) -> AttentionState:  # fmt: skip
+    """Checks Attention's inputs and computes everything up to the value product."""
+    rank = q.ndim
+    q, k, v = _heads_4d(q, k, v, q_num_heads, kv_num_heads)
+    _check_args(
+        past_key, past_value, nonpad_kv_seqlen, left_window_size, right_window_size,
+        qk_matmul_output_mode,
+    )  # fmt: skip
+    present_k, present_v, past_len = _concat_past(k, v, past_key, past_value)
+    offset: int | np.ndarray = past_len
+    sq, skv = q.shape[2], present_k.shape[2]
+    if nonpad_kv_seqlen is not None:
+        nonpad_kv_seqlen = _nonpad_lengths(nonpad_kv_seqlen, q.shape[0])
+        offset = nonpad_kv_seqlen - sq
+    bias = build_bias(
+        q.dtype, sq, skv, attn_mask, is_causal, left_window_size, right_window_size, offset,
+        nonpad_kv_seqlen,
+    )  # fmt: skip
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[3])
+    root = q.dtype.type(math.sqrt(scale))
+    groups = q.shape[1] // present_k.shape[1]
+    scores = _scores(q, repeat_heads(present_k, groups), root, bias, softcap, softmax_precision)
+    return AttentionState(rank, q, present_k, present_v, past_len, bias, root, *scores)
+
+
+@kernel("Attention")
+def attention_cpu(
+    q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, **attrs
+):
+    st = attention_state(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, **attrs)
+    groups = st.q.shape[1] // st.present_v.shape[1]
+    y = _matmul(st.probs, repeat_heads(st.present_v, groups)).astype(q.dtype, copy=False)
+    if st.rank == 3:
+        y = merge_heads(y)
+    qk_out = (st.qk, st.capped, st.logits, st.probs)[attrs["qk_matmul_output_mode"]]
+    return y, st.present_k, st.present_v, qk_out.astype(q.dtype, copy=False)

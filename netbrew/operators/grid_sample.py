@@ -10,7 +10,9 @@ align_corners, else -0.5, n-0.5) back inside, then every tap index is clamped (b
 reflected (reflection) or weighted 0 when outside [0, n) (zeros). Nearest rounds half to
 even before the padding step, as PyTorch does.
 
-`sample` is shared with DeformConv, which samples bilinearly with zero padding.
+`sample` is shared with DeformConv, which samples bilinearly with zero padding. With
+slopes=True, `_axis_taps` also gives each weight's derivative in the sampling coordinate,
+for the gradients in grid_sample_grad.py.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.operators.limits import check_numel
-from netbrew.operators.schema import kernel, no_gradient, schema
+from netbrew.operators.schema import kernel, schema
 
 schema(
     "GridSample",
@@ -46,16 +48,6 @@ schema(
     "(N, C, D, H, W) and theta (N, 3, 4); x_i = (2i + 1) / W - 1, or linspace(-1, 1, W) "
     "with align_corners=1 (0 when W == 1); grid has theta's dtype",
 )
-no_gradient(
-    "GridSample",
-    "not implemented: gradients with respect to X (a scatter-add of the taps) and to the "
-    "grid (derivatives of the interpolation weights) are not provided",
-)
-no_gradient(
-    "AffineGrid",
-    "not implemented: the gradient of theta (grid gradient times the base coordinates, "
-    "summed over positions) is not provided",
-)
 
 MODES = ("linear", "nearest", "cubic")
 PADDINGS = ("zeros", "border", "reflection")
@@ -77,6 +69,16 @@ def reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.where(below | above, folded, x)
 
 
+def reflect_slope(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """d reflect(x, lo, hi) / dx: 1 inside, -1 after an odd number of mirrorings, else 1."""
+    span = hi - lo
+    if span <= 0:
+        return np.zeros_like(x)
+    outside = (x < lo) | (x > hi)
+    folds = np.floor(np.where(x < lo, lo - x, x - hi) / span)
+    return np.where(outside & (folds % 2 == 0), -1.0, 1.0)
+
+
 def _cubic_weights(t: np.ndarray) -> list[np.ndarray]:
     """Keys weights (a = -0.75) of the taps at floor-1 .. floor+2 for fraction t."""
     a = CUBIC_A
@@ -90,32 +92,63 @@ def _cubic_weights(t: np.ndarray) -> list[np.ndarray]:
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
-def _axis_taps(pos, n, mode, padding, align_corners):
-    """[(index, weight)] for one spatial dim; weight None means 1."""
+def _cubic_slopes(t: np.ndarray) -> list[np.ndarray]:
+    """d/dt of each of _cubic_weights(t)."""
+    a = CUBIC_A
+
+    def near(d):
+        return (3 * (a + 2) * d - 2 * (a + 3)) * d
+
+    def far(d):
+        return (3 * a * d - 10 * a) * d + 8 * a
+
+    return [far(t + 1), near(t), -near(1 - t), -far(2 - t)]
+
+
+def _padding_slope(pos, lo, hi, padding):
+    """d (padded position) / d pos: border clamps (0 outside [lo, hi]), reflection mirrors."""
+    if padding == "border":
+        return np.where((pos < lo) | (pos > hi), 0.0, 1.0)
+    if padding == "reflection":
+        return reflect_slope(pos, lo, hi)
+    return np.ones_like(pos)
+
+
+def _raw_taps(pos, mode, slopes):
+    """[(index, weight, d weight / d pos)] before padding; weight None means 1, and the
+    slope is None for nearest (piecewise constant) or when slopes is False."""
+    if mode == "nearest":
+        return [(np.trunc(pos), None, None)]
+    base = np.floor(pos)
+    t = pos - base
+    if mode == "linear":
+        one = np.ones_like(t) if slopes else None
+        return [(base, 1 - t, None if one is None else -one), (base + 1, t, one)]
+    dws = _cubic_slopes(t) if slopes else [None] * 4
+    return [(base + k - 1, w, dw) for k, (w, dw) in enumerate(zip(_cubic_weights(t), dws))]
+
+
+def _axis_taps(pos, n, mode, padding, align_corners, slopes=False):
+    """[(index, weight)] for one spatial dim; weight None means 1. With slopes=True every
+    tap is (index, weight, slope), slope = d weight / d pos (None for nearest)."""
     lo, hi = (0.0, n - 1.0) if align_corners else (-0.5, n - 0.5)
     if mode == "nearest":
         pos = np.rint(pos)
+    chain = _padding_slope(pos, lo, hi, padding) if slopes and mode != "nearest" else None
     if padding == "border":
         pos = np.where((pos < lo) | (pos > hi), np.clip(pos, 0, n - 1), pos)
     elif padding == "reflection":
         pos = reflect(pos, lo, hi)
-    if mode == "nearest":
-        raw = [(np.trunc(pos), None)]
-    else:
-        base = np.floor(pos)
-        t = pos - base
-        if mode == "linear":
-            raw = [(base, 1 - t), (base + 1, t)]
-        else:
-            raw = [(base + k - 1, w) for k, w in enumerate(_cubic_weights(t))]
     out = []
-    for idx, w in raw:
+    for idx, w, dw in _raw_taps(pos, mode, slopes):
         if padding == "zeros":
             inside = (idx >= 0) & (idx <= n - 1)
             w = inside.astype(np.float64) if w is None else np.where(inside, w, 0.0)
+            dw = None if dw is None else np.where(inside, dw, 0.0)
         elif padding == "reflection":
             idx = np.trunc(reflect(idx, lo, hi))
-        out.append((np.clip(idx, 0, n - 1).astype(np.intp), w))
+        tap = (np.clip(idx, 0, n - 1).astype(np.intp), w)
+        out.append(tap + (None if dw is None else dw * chain,) if slopes else tap)
     return out
 
 
@@ -159,8 +192,8 @@ def _choice(name, value, allowed):
         raise SchemaError(f"argument {name}={value!r} is not one of {', '.join(allowed)}")
 
 
-@kernel("GridSample")
-def grid_sample_cpu(x, grid, *, align_corners, mode, padding_mode) -> tuple[np.ndarray]:
+def check_grid_sample(x, grid, mode, padding_mode, op: str = "GridSample") -> tuple[int, ...]:
+    """Checks GridSample's attributes and shapes; returns Y's shape."""
     _choice("mode", mode, MODES)
     _choice("padding_mode", padding_mode, PADDINGS)
     r = x.ndim - 2
@@ -171,18 +204,33 @@ def grid_sample_cpu(x, grid, *, align_corners, mode, padding_mode) -> tuple[np.n
             f"input 'grid' has shape {list(grid.shape)}, expected ({x.shape[0]}, O1, ..., O{r}, "
             f"{r}) for X of shape {list(x.shape)}"
         )
-    out_shape = check_numel((*x.shape[:2], *grid.shape[1:-1]), "GridSample output")
-    if 0 in out_shape:
-        return (np.zeros(out_shape, x.dtype),)
-    if 0 in x.shape[2:]:
+    out_shape = check_numel((*x.shape[:2], *grid.shape[1:-1]), f"{op} output")
+    if 0 not in out_shape and 0 in x.shape[2:]:
         raise ShapeError(f"input 'X' has an empty spatial dim: {list(x.shape)}")
-    if mode != "nearest" and x.dtype.kind not in "iufc" and x.dtype.name != "bfloat16":
-        raise SchemaError(f"input 'X' has dtype {x.dtype}; mode={mode!r} needs a numeric type")
+    return out_shape
+
+
+def grid_coords(spatial, grid, align_corners) -> tuple[list[np.ndarray], list[float]]:
+    """Pixel coordinates (float64) of the grid along each spatial dim (grid lists x, y, z:
+    the last dim first), and d coordinate / d grid value for each dim."""
     g = grid.astype(np.float64)
-    coords = []
-    for d, n in enumerate(x.shape[2:]):
+    r = len(spatial)
+    coords, slopes = [], []
+    for d, n in enumerate(spatial):
         v = g[..., r - 1 - d]
         coords.append((v + 1) / 2 * (n - 1) if align_corners else ((v + 1) * n - 1) / 2)
+        slopes.append((n - 1) / 2 if align_corners else n / 2)
+    return coords, slopes
+
+
+@kernel("GridSample")
+def grid_sample_cpu(x, grid, *, align_corners, mode, padding_mode) -> tuple[np.ndarray]:
+    out_shape = check_grid_sample(x, grid, mode, padding_mode)
+    if 0 in out_shape:
+        return (np.zeros(out_shape, x.dtype),)
+    if mode != "nearest" and x.dtype.kind not in "iufc" and x.dtype.name != "bfloat16":
+        raise SchemaError(f"input 'X' has dtype {x.dtype}; mode={mode!r} needs a numeric type")
+    coords, _ = grid_coords(x.shape[2:], grid, align_corners)
     y = sample(x, coords, mode, padding_mode, bool(align_corners))
     if y.dtype != x.dtype and x.dtype.kind in "iu":
         info = np.iinfo(x.dtype)
@@ -196,21 +244,34 @@ def base_coords(n: int, align_corners: bool) -> np.ndarray:
     return (2 * np.arange(n, dtype=np.float64) + 1) / n - 1
 
 
-@kernel("AffineGrid")
-def affine_grid_cpu(theta, size, *, align_corners) -> tuple[np.ndarray]:
+def affine_size(theta_shape, size) -> list[int]:
+    """AffineGrid's size input as a list, checked against theta's shape."""
     size = [int(s) for s in np.asarray(size).reshape(-1)]
     if len(size) not in (4, 5):
         raise ShapeError(f"input 'size' has {len(size)} values, expected 4 (N, C, H, W) or 5")
     r = len(size) - 2
-    if theta.shape != (size[0], r, r + 1):
+    if tuple(theta_shape) != (size[0], r, r + 1):
         raise ShapeError(
-            f"input 'theta' has shape {list(theta.shape)}, expected [{size[0]}, {r}, {r + 1}] "
+            f"input 'theta' has shape {list(theta_shape)}, expected [{size[0]}, {r}, {r + 1}] "
             f"for size {size}"
         )
-    spatial = size[2:]
-    check_numel((size[0], *spatial, r), "AffineGrid output")
+    return size
+
+
+def affine_points(spatial, align_corners: bool) -> np.ndarray:
+    """(P, r + 1): the homogeneous base coordinates (x, y[, z], 1) of every output point,
+    row-major over (D,) H, W; AffineGrid's grid is these times theta transposed."""
     axes = [base_coords(n, bool(align_corners)) for n in spatial]
     mesh = np.meshgrid(*axes, indexing="ij")  # one array per spatial dim, D.., H, W order
-    homo = np.stack([*mesh[::-1], np.ones(spatial)], axis=-1).reshape(-1, r + 1)
+    return np.stack([*mesh[::-1], np.ones(spatial)], axis=-1).reshape(-1, len(spatial) + 1)
+
+
+@kernel("AffineGrid")
+def affine_grid_cpu(theta, size, *, align_corners) -> tuple[np.ndarray]:
+    size = affine_size(theta.shape, size)
+    r = len(size) - 2
+    spatial = size[2:]
+    check_numel((size[0], *spatial, r), "AffineGrid output")
+    homo = affine_points(spatial, bool(align_corners))
     grid = np.einsum("pk,njk->npj", homo, theta.astype(np.float64))
     return (grid.reshape(size[0], *spatial, r).astype(theta.dtype),)
