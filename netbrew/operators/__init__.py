@@ -14,6 +14,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     attention,
     attention_extras,
     attention_flex,
+    attention_grad,
     attention_linear,
     casting,
     comparison,
