@@ -70,6 +70,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     rnn,
     roi,
     scatter_gather,
+    scatter_gather_grad,
     selection,
     selection_grad,
     sequence,

@@ -8,6 +8,7 @@
 The gradients add each output gradient back at the place its element was read from
 (repeated indices accumulate); data is read for its shape only. Indices may be negative
 (counting from the end of their dimension) and are checked against the data's bounds.
+The scatters' gradients, for every reduction, are in scatter_gather_grad.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from netbrew.errors import ShapeError
 from netbrew.netdef.net import op_def
 from netbrew.operators.grad_util import copy_attrs
-from netbrew.operators.schema import gradient, kernel, no_gradient, schema
+from netbrew.operators.schema import gradient, kernel, schema
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 _UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -92,11 +93,6 @@ schema(
     doc="ddata = zeros like data (doutput's dtype), then ddata[the slice GatherND read for "
     "output[i...]] += doutput[i...]; default batch_dims=0",
 )
-no_gradient("ScatterElements", "not implemented: the overwritten data and the reductions "
-            "(mul, max, min) need their own gradient kernels")  # fmt: skip
-no_gradient("ScatterND", "not implemented: the overwritten data and the reductions "
-            "(mul, max, min) need their own gradient kernels")  # fmt: skip
-no_gradient("TensorScatter", "not implemented: a cache update for inference")
 
 
 def _axis(axis: int, ndim: int, op: str) -> int:
@@ -261,25 +257,48 @@ def tensor_scatter_cpu(
     axis: int,
     mode: str,
 ) -> tuple[np.ndarray]:
+    axis, pos = cache_positions(past.shape, update, write_indices, axis, mode, "TensorScatter")
+    out = past.copy()
+    view = np.moveaxis(out, axis, 1)  # [batch, length, ...], a view into out
+    view[np.arange(past.shape[0])[:, None], pos] = np.moveaxis(update, axis, 1).astype(past.dtype)
+    return (out,)
+
+
+def cache_positions(
+    past_shape: tuple[int, ...],
+    update: np.ndarray,
+    write_indices: np.ndarray | None,
+    axis: int,
+    mode: str,
+    op: str,
+) -> tuple[int, np.ndarray]:
+    """(axis made non-negative, the cache positions [batch, seq] that TensorScatter writes
+    update's sequence entries to). Within a batch entry the positions are distinct.
+
+    Raises:
+        ShapeError, ValueError: the shapes, axis, mode or write_indices do not fit (the
+            messages name `op`).
+    """
     if mode not in ("linear", "circular"):
-        raise ValueError(f"TensorScatter: mode={mode!r}, expected 'linear' or 'circular'")
-    axis = _axis(axis, past.ndim, "TensorScatter")
+        raise ValueError(f"{op}: mode={mode!r}, expected 'linear' or 'circular'")
+    ndim = len(past_shape)
+    axis = _axis(axis, ndim, op)
     if axis == 0:
-        raise ShapeError("TensorScatter: axis is the batch dimension 0; it must be another")
-    want = past.shape[:axis] + (update.shape[axis],) + past.shape[axis + 1 :]
-    if update.ndim != past.ndim or update.shape != want or update.shape[axis] > past.shape[axis]:
+        raise ShapeError(f"{op}: axis is the batch dimension 0; it must be another")
+    want = past_shape[:axis] + (update.shape[axis],) + past_shape[axis + 1 :]
+    if update.ndim != ndim or update.shape != want or update.shape[axis] > past_shape[axis]:
         raise ShapeError(
-            f"TensorScatter: input 'update' has shape {list(update.shape)}, expected "
-            f"past_cache's shape {list(past.shape)} except on axis {axis}, there at most "
-            f"{past.shape[axis]}"
+            f"{op}: input 'update' has shape {list(update.shape)}, expected "
+            f"past_cache's shape {list(past_shape)} except on axis {axis}, there at most "
+            f"{past_shape[axis]}"
         )
-    batch, length, seq = past.shape[0], past.shape[axis], update.shape[axis]
+    batch, length, seq = past_shape[0], past_shape[axis], update.shape[axis]
     if write_indices is None:
         write_indices = np.zeros(batch, np.int64)
     starts = np.asarray(write_indices, np.int64).reshape(-1)
     if starts.shape != (batch,):
         raise ShapeError(
-            f"TensorScatter: input 'write_indices' has shape {list(np.shape(write_indices))}, "
+            f"{op}: input 'write_indices' has shape {list(np.shape(write_indices))}, "
             f"expected [{batch}]"
         )
     pos = starts[:, None] + np.arange(seq)
@@ -287,13 +306,10 @@ def tensor_scatter_cpu(
         pos %= length
     elif seq and (np.any(starts < 0) or np.any(pos[:, -1] >= length)):
         raise ShapeError(
-            f"TensorScatter: write_indices {starts.tolist()} + sequence length {seq} run past "
+            f"{op}: write_indices {starts.tolist()} + sequence length {seq} run past "
             f"the cache length {length} (mode linear)"
         )
-    out = past.copy()
-    view = np.moveaxis(out, axis, 1)  # [batch, length, ...], a view into out
-    view[np.arange(batch)[:, None], pos] = np.moveaxis(update, axis, 1).astype(past.dtype)
-    return (out,)
+    return axis, pos
 
 
 @gradient("GatherElements")
