@@ -25,10 +25,19 @@ class Tags(str, enum.Enum):
 class ModelHelper:
     """Holds `param_init_net` (fills parameters), `net` (the model) and the parameters.
 
+    As in Caffe2, the blobs a model owns are kept in three lists: `params`, the trainable
+    parameters (WEIGHT, BIAS), each of which gets a gradient in `param_to_grad`;
+    `computed_params`, updated by the forward pass and saved with the model (BatchNorm's
+    running statistics); and `optimizer_state`, which the optimizers add (the iteration
+    counter, momenta, Adam's moments) and a checkpoint saves to resume training.
+
     Args:
         name: the model name; the nets are `name` and `name_init`.
         arg_scope: default keyword arguments for every brew helper (e.g. {"order": ...}).
         seed: makes parameter initialization reproducible (the init net's random_seed).
+        init_params: False builds a model that shares another's trained parameters (a test
+            or deploy model, as Caffe2's flag did): its param_init_net fills no parameters,
+            so running it leaves the trained weights in the workspace as they are.
 
     Example:
         >>> model = ModelHelper(name="mlp")
@@ -38,15 +47,23 @@ class ModelHelper:
     """
 
     def __init__(
-        self, name: str = "model", arg_scope: dict[str, Any] | None = None, seed: int | None = None
+        self,
+        name: str = "model",
+        arg_scope: dict[str, Any] | None = None,
+        seed: int | None = None,
+        *,
+        init_params: bool = True,
     ) -> None:
         self.name = name
+        self.init_params = init_params
         self.net = Net(name)
         self.param_init_net = Net(f"{name}_init")
         if seed is not None:
             self.param_init_net.proto().device_option.random_seed = seed
         self.arg_scope = dict(arg_scope or {})
         self.params: list[BlobReference] = []
+        self.computed_params: list[BlobReference] = []
+        self.optimizer_state: list[BlobReference] = []
         self.param_tags: dict[str, frozenset[Tags]] = {}
         self.param_shapes: dict[str, tuple[int, ...]] = {}
         self.param_to_grad: dict[str, str] = {}
@@ -59,19 +76,40 @@ class ModelHelper:
         initializer: Initializer,
         tags: Tags | Iterable[Tags] = (),
     ) -> BlobReference:
-        """Adds a parameter: its fill op goes into param_init_net, its blob into the net's
-        external inputs. The only place parameters are made."""
+        """Adds a parameter: its fill op goes into param_init_net (unless init_params is
+        False), its blob into the net's external inputs. The only place parameters are made."""
         full = current_name_scope() + name
         if full in self.param_tags:
             raise ValueError(f"model {self.name!r} already has a parameter {full!r}")
         shape = tuple(int(d) for d in shape)
-        initializer.create(self.param_init_net, full, shape)
+        if self.init_params:
+            initializer.create(self.param_init_net, full, shape)
+        return self.add_param(full, shape, tags)
+
+    def add_param(
+        self, name: str, shape: Sequence[int], tags: Tags | Iterable[Tags] = ()
+    ) -> BlobReference:
+        """Registers a blob the init net already fills as a parameter (Caffe2's AddParameter):
+        COMPUTED ones go to computed_params, the others to params."""
         tag_set = frozenset([tags] if isinstance(tags, Tags) else tags)
-        ref = self.net.add_external_input(BlobReference(full, self.net))[0]
-        self.params.append(ref)
-        self.param_tags[full] = tag_set
-        self.param_shapes[full] = shape
+        ref = self.net.add_external_input(BlobReference(name, self.net))[0]
+        (self.computed_params if Tags.COMPUTED in tag_set else self.params).append(ref)
+        self.param_tags[name] = tag_set
+        self.param_shapes[name] = tuple(int(d) for d in shape)
         return ref
+
+    def add_optimizer_state(
+        self, name: str, shape: Sequence[int], value: Any = 0.0
+    ) -> BlobReference:
+        """A blob an optimizer keeps between steps, filled with `value` by param_init_net
+        (even when init_params is False: a model being trained owns its state)."""
+        if name not in self.optimizer_state:
+            dtype = None if isinstance(value, float) else np.asarray(value).dtype
+            self.param_init_net.ConstantFill([], name, shape=list(shape), value=value, dtype=dtype)
+            self.optimizer_state.append(
+                self.net.add_external_input(BlobReference(name, self.net))[0]
+            )
+        return BlobReference(name, self.net)
 
     def add_constant(self, name: str, value: Any) -> BlobReference:
         """A fixed blob (not a parameter) filled once by param_init_net, e.g. Dropout's mode."""
@@ -82,18 +120,25 @@ class ModelHelper:
         return self.net.add_external_input(BlobReference(full, self.net))[0]
 
     def get_params(self, tags: Tags | Iterable[Tags] | None = None) -> list[BlobReference]:
-        """Parameters, optionally only those carrying one of `tags`."""
+        """All parameters (trainable, then computed), optionally only those carrying one of
+        `tags`; never the optimizer's state."""
+        every = [*self.params, *self.computed_params]
         if tags is None:
-            return list(self.params)
+            return every
         wanted = {tags} if isinstance(tags, Tags) else set(tags)
-        return [p for p in self.params if self.param_tags[p] & wanted]
+        return [p for p in every if self.param_tags[p] & wanted]
 
     def get_trainable_params(self) -> list[BlobReference]:
-        """Parameters that get gradients: all but the COMPUTED ones."""
-        return [p for p in self.params if Tags.COMPUTED not in self.param_tags[p]]
+        """Parameters that get gradients: `params`."""
+        return list(self.params)
 
     def get_computed_params(self) -> list[BlobReference]:
-        return self.get_params(Tags.COMPUTED)
+        return list(self.computed_params)
+
+    def get_checkpoint_blobs(self) -> list[BlobReference]:
+        """What a checkpoint saves to resume training: the parameters, computed or not, and
+        the optimizer's state."""
+        return [*self.get_params(), *self.optimizer_state]
 
     def add_gradient_operators(self, losses: Sequence[str]) -> dict[str, str]:
         """Appends the backward pass for `losses`; returns blob -> gradient blob."""
@@ -110,4 +155,5 @@ class ModelHelper:
         return getattr(self.net, op_type)
 
     def __repr__(self) -> str:
-        return f"ModelHelper({self.name!r}, {len(self.params)} params, {len(self.net.ops)} ops)"
+        count = len(self.params) + len(self.computed_params)
+        return f"ModelHelper({self.name!r}, {count} params, {len(self.net.ops)} ops)"

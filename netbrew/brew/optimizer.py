@@ -2,7 +2,8 @@
 
 Each appends to `model.net`: an `Iter` on the iteration counter, a `LearningRate`, and
 one update op per trainable parameter, after the gradient ops. The state (counter,
-momenta) is filled by `param_init_net` and tagged COMPUTED, so it is saved with the model.
+momenta, moments) is filled by `param_init_net` and listed in `model.optimizer_state`,
+apart from the parameters, as Caffe2 kept it.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.brew.initializers import ConstantInit
-from netbrew.brew.model_helper import ModelHelper, Tags
+from netbrew.brew.model_helper import ModelHelper
 from netbrew.brew.train import add_weight_decay
 from netbrew.netdef.net import BlobReference
 
@@ -26,12 +26,7 @@ def _iteration_and_lr(
         raise ValueError(
             f"model {model.name!r} has no gradients: call add_gradient_operators(losses) first"
         )
-    if ITER not in model.param_tags:
-        model.param_init_net.ConstantFill([], ITER, shape=[1], value=0, dtype=10)  # INT64
-        model.net.add_external_input(ITER)
-        model.params.append(BlobReference(ITER, model.net))
-        model.param_tags[ITER] = frozenset({Tags.COMPUTED})
-        model.param_shapes[ITER] = (1,)
+    model.add_optimizer_state(ITER, [1], np.int64(0))
     counter = model.net.Iter(ITER, ITER)
     lr = model.net.LearningRate(counter, "lr", base_lr=base_learning_rate, policy=policy, **lr_args)
     return counter, lr
@@ -39,8 +34,7 @@ def _iteration_and_lr(
 
 def _state(model: ModelHelper, param: str, suffix: str) -> BlobReference:
     """A zero-filled optimizer state blob shaped like `param`."""
-    shape = model.param_shapes[param]
-    return model.create_param(f"{param}_{suffix}", shape, ConstantInit(0.0), Tags.COMPUTED)
+    return model.add_optimizer_state(f"{param}_{suffix}", model.param_shapes[param])
 
 
 def build_sgd(
@@ -49,7 +43,7 @@ def build_sgd(
     *,
     policy: str = "fixed",
     momentum: float = 0.0,
-    nesterov: bool = False,
+    nesterov: bool = True,
     weight_decay: float = 0.0,
     **lr_args: Any,
 ) -> BlobReference:
@@ -60,6 +54,8 @@ def build_sgd(
         policy: LearningRate policy: "fixed", "step" (gamma, stepsize), "exp" (gamma)
             or "inv" (gamma, power); their arguments go in **lr_args.
         momentum: 0 for plain SGD.
+        nesterov: Nesterov's momentum, the default of Caffe2's build_sgd (the
+            MomentumSGDUpdate op itself defaults to plain momentum, as Caffe2's did).
         weight_decay: L2 penalty on WEIGHT parameters.
 
     Returns:

@@ -64,6 +64,21 @@ def _scoped(name: str) -> str:
     return name if isinstance(name, BlobReference) or not name else current_name_scope() + name
 
 
+# Every name a Net was given in this process, so that clones get fresh ones.
+_NAMES_USED: set[str] = set()
+
+
+def fresh_net_name(name: str) -> str:
+    """`name` if no Net has had it yet, else the first free `name_1`, `name_2`, ...
+    (as Caffe2 named its nets)."""
+    if name not in _NAMES_USED:
+        return name
+    k = 1
+    while f"{name}_{k}" in _NAMES_USED:
+        k += 1
+    return f"{name}_{k}"
+
+
 class Net:
     """A NetDef under construction.
 
@@ -78,6 +93,7 @@ class Net:
         else:
             self._net = NetDef(name=name_or_proto)
         self._counter = itertools.count()
+        _NAMES_USED.add(self._net.name)
 
     # -- building ---------------------------------------------------------------------
 
@@ -203,11 +219,12 @@ class Net:
         return self._net
 
     def clone(self, name: str | None = None) -> Net:
-        """A deep copy, optionally renamed."""
-        copy = Net(self._net)
-        if name is not None:
-            copy._net.name = name
-        return copy
+        """A deep copy under `name`, or under a fresh name (`<name>_1`, ...) when None, so
+        that a workspace can hold the clone beside the original, as Caffe2's Clone did."""
+        proto = NetDef()
+        proto.CopyFrom(self._net)
+        proto.name = name if name is not None else fresh_net_name(self._net.name)
+        return Net(proto)
 
     def lint(self) -> None:
         """Checks the net; raises SchemaError listing every problem found."""

@@ -149,3 +149,21 @@ def test_duplicate_parameter_is_refused():
     brew.fc(model, "x", "fc", 3, 2)
     with pytest.raises(ValueError, match="already has a parameter 'fc_w'"):
         brew.fc(model, "x", "fc", 3, 2)
+
+
+def test_init_params_false_leaves_trained_weights_alone():
+    # Caffe2's tutorials build a test model with init_params=False and run its init net;
+    # before the flag existed that re-randomised the trained weights.
+    train = ModelHelper("train", seed=0)
+    brew.fc(train, "data", "fc", dim_in=3, dim_out=2)
+    test = ModelHelper("test", init_params=False)
+    brew.fc(test, "data", "fc", dim_in=3, dim_out=2)
+    assert test.params == ["fc_w", "fc_b"] and not test.param_init_net.ops
+    ws = Workspace()
+    ws.run_net_once(train.param_init_net)
+    trained = ws.fetch_blob("fc_w").copy()
+    ws.run_net_once(test.param_init_net)
+    np.testing.assert_array_equal(ws.fetch_blob("fc_w"), trained)
+    ws.feed_blob("data", np.ones((1, 3), np.float32))
+    ws.run_net_once(test.net)
+    np.testing.assert_allclose(ws.fetch_blob("fc"), trained.sum(1)[None] + ws.fetch_blob("fc_b"))

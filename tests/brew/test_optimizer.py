@@ -43,13 +43,16 @@ X = np.array([[1.0, 2.0], [0.5, -1.0], [-1.5, 0.25]], np.float32)
 T = np.array([[1.0], [0.0], [-1.0]], np.float32)
 
 
+@pytest.mark.parametrize("nesterov", [None, False])
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
-def test_sgd_matches_numpy(momentum, weight_decay):
+def test_sgd_matches_numpy(momentum, weight_decay, nesterov):
+    # nesterov=None: build_sgd's default, which is Nesterov's momentum as in Caffe2.
     lr = 0.1
+    args = {} if nesterov is None else {"nesterov": nesterov}
     model = quadratic_model(
         brew.optimizer.build_sgd, base_learning_rate=lr, momentum=momentum,
-        weight_decay=weight_decay,
+        weight_decay=weight_decay, **args,
     )  # fmt: skip
     _, history = run_steps(model, 5, X, T)
     w, b = np.array([[0.5, -0.25]]), np.zeros(1)
@@ -58,8 +61,13 @@ def test_sgd_matches_numpy(momentum, weight_decay):
         gw, gb = reference_grads(w, b, X, T)
         gw = gw + weight_decay * w
         if momentum:
-            mw, mb = momentum * mw + lr * gw, momentum * mb + lr * gb
-            w, b = w - mw, b - mb
+            new_w, new_b = momentum * mw + lr * gw, momentum * mb + lr * gb
+            if nesterov is False:
+                w, b = w - new_w, b - new_b
+            else:  # Caffe2's Nesterov step: (1 + momentum) * m_new - momentum * m
+                w = w - ((1 + momentum) * new_w - momentum * mw)
+                b = b - ((1 + momentum) * new_b - momentum * mb)
+            mw, mb = new_w, new_b
         else:
             w, b = w - lr * gw, b - lr * gb
         np.testing.assert_allclose(got_w, w, rtol=1e-5, atol=1e-6)
@@ -108,7 +116,8 @@ def test_adam_matches_numpy():
         b = b - lr * correction * state["b"][0] / (np.sqrt(state["b"][1]) + eps)
         np.testing.assert_allclose(got_w, w, rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(got_b, b, rtol=1e-4, atol=1e-6)
-    assert set(model.get_computed_params()) >= {"fc_w_first_moment", "fc_b_second_moment"}
+    assert set(model.optimizer_state) >= {"fc_w_first_moment", "fc_b_second_moment"}
+    assert not model.get_computed_params()
 
 
 def test_optimizer_needs_gradients():
@@ -116,3 +125,15 @@ def test_optimizer_needs_gradients():
     brew.fc(model, "x", "fc", 2, 1)
     with pytest.raises(ValueError, match="call add_gradient_operators"):
         brew.optimizer.build_sgd(model, 0.1)
+
+
+def test_params_hold_only_parameters_and_each_has_a_gradient():
+    # Caffe2's tutorials read `for p in model.params: model.param_to_grad[p]`.
+    model = quadratic_model(brew.optimizer.build_sgd, base_learning_rate=0.1, momentum=0.9)
+    assert model.params == ["fc_w", "fc_b"]
+    assert {p: model.param_to_grad[p] for p in model.params} == {
+        "fc_w": "fc_w_grad",
+        "fc_b": "fc_b_grad",
+    }
+    assert model.optimizer_state == ["optimizer_iteration", "fc_w_momentum", "fc_b_momentum"]
+    assert set(model.get_checkpoint_blobs()) == {*model.params, *model.optimizer_state}

@@ -65,8 +65,11 @@ def test_training_loss_decreases_for_demo_lenet():
     ws.create_net(model.net)
     ws.run_net(model.net.name)
     first = float(ws.fetch_blob("loss"))
-    ws.run_net(model.net.name, num_iter=30)
-    assert float(ws.fetch_blob("loss")) < first / 4  # memorises one batch
+    losses = []
+    for _ in range(60):  # Nesterov's momentum (build_sgd's default) oscillates on one batch
+        ws.run_net(model.net.name)
+        losses.append(float(ws.fetch_blob("loss")))
+    assert min(losses) < first / 10  # memorises one batch
 
 
 def test_demo_reaches_97_percent(tmp_path):

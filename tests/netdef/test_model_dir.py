@@ -77,14 +77,14 @@ def test_save_load_continue_equals_uninterrupted(tmp_path):
         ws = start(model)
         ws.run_net(model.net.name, num_iter=2)
         if interrupted:
-            blobs = {p: ws.fetch_blob(p) for p in model.get_params()}
+            blobs = {p: ws.fetch_blob(p) for p in model.get_checkpoint_blobs()}
             nb.save_blobs(blobs, tmp_path / "checkpoint.pb")
             model = small_cnn(dropout=False)
             ws = start(model)
             for name, value in nb.load_blobs(tmp_path / "checkpoint.pb").items():
                 ws.feed_blob(name, value)
         ws.run_net(model.net.name, num_iter=3)
-        result = {p: ws.fetch_blob(p).copy() for p in model.get_params()}
+        result = {p: ws.fetch_blob(p).copy() for p in model.get_checkpoint_blobs()}
         if params is None:
             params = result
     assert params.keys() == result.keys()

@@ -98,6 +98,29 @@ def test_clone_is_deep():
     assert len(net.ops) == 1 and len(copy.ops) == 2 and copy.name == "m" and net.name == "n"
 
 
+def test_clone_gets_a_fresh_name_and_runs_beside_the_original():
+    # char_rnn.py creates both nets in one workspace and runs the clone by its name; a clone
+    # that kept the original's name ran the training net instead.
+    import numpy as np
+
+    from netbrew.executor import Workspace
+
+    net = Net("clone_src")
+    net.Relu("x", "y")
+    first, second = net.clone(), net.clone()
+    assert len({net.name, first.name, second.name}) == 3
+    assert first.name == "clone_src_1" and second.name == "clone_src_2"
+    first.Neg("y", "y")
+    ws = Workspace()
+    ws.feed_blob("x", np.array([-1.0, 2.0], np.float32))
+    ws.create_net(net)
+    ws.create_net(first)
+    ws.run_net(first.name)
+    np.testing.assert_array_equal(ws.fetch_blob("y"), [0.0, -2.0])
+    with pytest.raises(SchemaError, match="already exists in this workspace"):
+        ws.create_net(Net(net.proto()))  # a second net under a taken name stays an error
+
+
 def test_lint_accepts_a_valid_net():
     net = Net("n")
     net.add_external_input("x")

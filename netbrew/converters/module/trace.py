@@ -54,7 +54,7 @@ import numpy as np
 
 from netbrew.brew.initializers import add_given_fill
 from netbrew.brew.model_helper import ModelHelper, Tags
-from netbrew.netdef.net import BlobReference, Net
+from netbrew.netdef.net import Net
 from netbrew.netdef.passes.dead_code import eliminate_dead_code
 from netbrew.nn._dispatch import reset_tracer, set_tracer
 from netbrew.nn._tracer import TracedValue, Tracer, TracerWarning, TracingError
@@ -269,7 +269,5 @@ def to_model_helper(module: Module, init_net: NetDef, predict_net: NetDef) -> Mo
         else:
             model.constants.append(blob)
             continue
-        model.params.append(BlobReference(blob, model.net))
-        model.param_tags[blob] = frozenset({tag})
-        model.param_shapes[blob] = tuple(shape)
+        model.add_param(blob, shape, tag)
     return model
