@@ -13,6 +13,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     arithmetic_grad,
     attention,
     attention_extras,
+    attention_extras_grad,
     attention_flex,
     attention_grad,
     attention_linear,

@@ -2,8 +2,9 @@
 
 RotaryEmbedding rotates pairs of features of each head by position-dependent angles (the
 pairs are the two halves of the rotated part, or neighbours when interleaved). SwiGLU is the
-gated activation A * sigmoid(alpha * A) * B, with a gradient. CausalConvWithState is a
-depthwise causal 1-D convolution that carries its last k - 1 input positions as state.
+gated activation A * sigmoid(alpha * A) * B. CausalConvWithState is a depthwise causal 1-D
+convolution that carries its last k - 1 input positions as state. All three have gradients:
+SwiGLU's below, the others in attention_extras_grad (which reuses the helpers here).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.net import op_def
 from netbrew.operators.arithmetic_grad import parsed_attrs
-from netbrew.operators.schema import gradient, kernel, no_gradient, schema
+from netbrew.operators.schema import gradient, kernel, schema
 
 schema(
     "RotaryEmbedding",
@@ -25,31 +26,41 @@ schema(
     "(B, S, num_heads*D); caches (max_pos, R/2) indexed by position_ids (B, S), else "
     "(B, S, R/2); Y same shape and dtype as X",
 )
-no_gradient("RotaryEmbedding", "gradient not implemented")
 
 
-@kernel("RotaryEmbedding")
-def rotary_embedding_cpu(
-    x, cos_cache, sin_cache, position_ids=None, *, interleaved, num_heads, rotary_embedding_dim
-):
+def rotary_layout(x: np.ndarray, num_heads: int | None, slot: str = "X") -> np.ndarray:
+    """X (B, H, S, D) or (B, S, num_heads*D) as a (B, S, H, D) view."""
     if x.ndim == 4:
-        work = x.transpose(0, 2, 1, 3)  # (B, S, H, D)
-    elif x.ndim == 3:
-        if not num_heads or num_heads <= 0:
-            raise SchemaError("input 'X' is 3-D, so argument 'num_heads' must be set (positive)")
-        if x.shape[2] % num_heads:
-            raise ShapeError(
-                f"input 'X' has hidden size {x.shape[2]}, not divisible by num_heads={num_heads}"
-            )
-        work = x.reshape(x.shape[0], x.shape[1], num_heads, -1)
-    else:
-        raise ShapeError(f"input 'X' has rank {x.ndim}, expected 3 or 4")
-    batch, seq, _, head = work.shape
+        return x.transpose(0, 2, 1, 3)
+    if x.ndim != 3:
+        raise ShapeError(f"input {slot!r} has rank {x.ndim}, expected 3 or 4")
+    if not num_heads or num_heads <= 0:
+        raise SchemaError(f"input {slot!r} is 3-D, so argument 'num_heads' must be set (positive)")
+    if x.shape[2] % num_heads:
+        raise ShapeError(
+            f"input {slot!r} has hidden size {x.shape[2]}, not divisible by num_heads={num_heads}"
+        )
+    return x.reshape(x.shape[0], x.shape[1], num_heads, -1)
+
+
+def rotary_restore(work: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """(B, S, H, D) back to the layout of `like`, the X it came from."""
+    out = work.transpose(0, 2, 1, 3) if like.ndim == 4 else work.reshape(like.shape)
+    return np.ascontiguousarray(out)
+
+
+def rotary_dim(work: np.ndarray, rotary_embedding_dim: int) -> int:
+    head = work.shape[3]
     rot = rotary_embedding_dim or head
     if rot % 2 or rot > head:
         raise ShapeError(
             f"rotary_embedding_dim {rot} must be even and at most the head size {head}"
         )
+    return rot
+
+
+def rotary_tables(cos_cache, sin_cache, position_ids, batch: int, seq: int, rot: int):
+    """The (B, S, R/2) cos and sin per token: the caches, or their rows at position_ids."""
     if position_ids is not None:
         if position_ids.shape != (batch, seq):
             raise ShapeError(
@@ -71,9 +82,19 @@ def rotary_embedding_cpu(
                 f"input {slot!r} gives shape {list(cache.shape)} per token, expected "
                 f"[{batch}, {seq}, {rot // 2}] (rotary_embedding_dim / 2 = {rot // 2})"
             )
-    cos, sin = cos_cache[:, :, None, :], sin_cache[:, :, None, :]
+    return cos_cache, sin_cache
+
+
+def rotary_pairs(work: np.ndarray, rot: int, interleaved: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two members (x1, x2) of each rotated pair: neighbours, or the two halves."""
     part = work[..., :rot]
-    x1, x2 = (part[..., 0::2], part[..., 1::2]) if interleaved else np.split(part, 2, axis=-1)
+    return (part[..., 0::2], part[..., 1::2]) if interleaved else np.split(part, 2, axis=-1)
+
+
+def rotate(work, cos, sin, rot: int, interleaved: int) -> np.ndarray:
+    """(x1, x2) -> (cos x1 - sin x2, sin x1 + cos x2) on (B, S, H, D); cos, sin (B, S, R/2)."""
+    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
+    x1, x2 = rotary_pairs(work, rot, interleaved)
     real = cos * x1 - sin * x2
     imag = sin * x1 + cos * x2
     out = work.copy()
@@ -81,8 +102,17 @@ def rotary_embedding_cpu(
         out[..., 0:rot:2], out[..., 1:rot:2] = real, imag
     else:
         out[..., : rot // 2], out[..., rot // 2 : rot] = real, imag
-    out = out.transpose(0, 2, 1, 3) if x.ndim == 4 else out.reshape(x.shape)
-    return (np.ascontiguousarray(out),)
+    return out
+
+
+@kernel("RotaryEmbedding")
+def rotary_embedding_cpu(
+    x, cos_cache, sin_cache, position_ids=None, *, interleaved, num_heads, rotary_embedding_dim
+):
+    work = rotary_layout(x, num_heads)
+    rot = rotary_dim(work, rotary_embedding_dim)
+    cos, sin = rotary_tables(cos_cache, sin_cache, position_ids, *work.shape[:2], rot)
+    return (rotary_restore(rotate(work, cos, sin, rot, interleaved), x),)
 
 
 schema(
@@ -150,18 +180,17 @@ schema(
     "P = concat(past_state or zeros (B, C, k-1), input) on the last axis; input (B, C, L), "
     "weight (C, 1, k); present_state = last k-1 positions of P; act: none, silu or swish",
 )
-no_gradient("CausalConvWithState", "gradient not implemented")
 
 
-@kernel("CausalConvWithState")
-def causal_conv_with_state_cpu(x, weight, bias=None, past_state=None, *, activation):
+def causal_conv_padded(x, weight, bias, past_state, activation) -> np.ndarray:
+    """Checks CausalConvWithState's inputs; returns P = concat(past_state or zeros, input)."""
     if activation not in ("none", "silu", "swish"):
         raise SchemaError(
             f"argument 'activation' is {activation!r}, expected 'none', 'silu' or 'swish'"
         )
     if x.ndim != 3:
         raise ShapeError(f"input 'input' has shape {list(x.shape)}, expected (B, C, L)")
-    batch, channels, length = x.shape
+    batch, channels, _ = x.shape
     if weight.ndim != 3 or weight.shape[:2] != (channels, 1) or weight.shape[2] < 1:
         raise ShapeError(
             f"input 'weight' has shape {list(weight.shape)}, expected ({channels}, 1, k)"
@@ -176,13 +205,29 @@ def causal_conv_with_state_cpu(x, weight, bias=None, past_state=None, *, activat
             f"input 'past_state' has shape {list(past_state.shape)}, expected "
             f"({batch}, {channels}, {k - 1})"
         )
-    padded = np.concatenate([past_state.astype(x.dtype, copy=False), x], axis=2)
-    windows = np.lib.stride_tricks.sliding_window_view(padded, k, axis=2)  # (B, C, L, k)
+    return np.concatenate([past_state.astype(x.dtype, copy=False), x], axis=2)
+
+
+def causal_conv_windows(padded: np.ndarray, k: int) -> np.ndarray:
+    """The (B, C, L, k) windows of P each output position reads."""
+    return np.lib.stride_tricks.sliding_window_view(padded, k, axis=2)
+
+
+def causal_conv_pre(padded, weight, bias) -> np.ndarray:
+    """The float64 pre-activation bias[c] + sum_i weight[c, 0, i] * P[b, c, t + i]."""
+    windows = causal_conv_windows(padded, weight.shape[2])
     acc = np.einsum("bclk,ck->bcl", windows.astype(np.float64), weight[:, 0].astype(np.float64))
     if bias is not None:
         acc += bias.astype(np.float64)[:, None]
-    out = acc.astype(x.dtype)
+    return acc
+
+
+@kernel("CausalConvWithState")
+def causal_conv_with_state_cpu(x, weight, bias=None, past_state=None, *, activation):
+    padded = causal_conv_padded(x, weight, bias, past_state, activation)
+    out = causal_conv_pre(padded, weight, bias).astype(x.dtype)
     if activation != "none":
         wide = out.astype(np.float32)
         out = (wide * _sigmoid(wide)).astype(x.dtype)
+    k = weight.shape[2]
     return out, np.ascontiguousarray(padded[:, :, padded.shape[2] - (k - 1) :])
