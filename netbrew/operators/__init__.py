@@ -29,6 +29,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     cumulative,
     deform_conv,
     einsum,
+    einsum_grad,
     expand_tile,
     file_io,
     fillers,

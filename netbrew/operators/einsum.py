@@ -5,7 +5,8 @@
 
 The gradient of input i contracts dY with the other inputs onto input i's labels; labels only
 input i has are broadcast back, repeated labels (diagonals) scattered onto the diagonal, and
-dims that broadcasting expanded summed back.
+dims that broadcasting expanded summed back. Det's gradient (the transposed adjugate) is in
+einsum_grad.py.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ schema(
     doc="Y = det(X) of each square matrix: X (*, M, M) -> Y (*), a scalar for 2-D X",
 )
 no_gradient("EinsumGradient", "gradient op; second order is not supported")
-no_gradient("Det", "gradient not implemented (needs the inverse; rarely trained through)")
 
 _TERM = re.compile(r"^[A-Za-z]*(\.\.\.)?[A-Za-z]*$")
 
