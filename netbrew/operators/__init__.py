@@ -17,6 +17,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     attention_flex,
     attention_grad,
     attention_linear,
+    attention_linear_grad,
     casting,
     comparison,
     concat_split,
