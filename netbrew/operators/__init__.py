@@ -71,6 +71,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     resize,
     resize_grad,
     rnn,
+    rnn_grad,
     roi,
     scatter_gather,
     scatter_gather_grad,

@@ -13,12 +13,13 @@ the ones that use them consuming a value; the others get ONNX's defaults.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
-from netbrew.operators.schema import kernel, no_gradient, schema
+from netbrew.operators.schema import kernel, schema
 
 
 def _sigmoid(x, a, b):
@@ -53,8 +54,12 @@ _COMMON = {
 _FLOAT, _INT = "float", "int"
 
 
-def _activations(names, alphas, betas, defaults: Sequence[str], dirs: int) -> list[Callable]:
-    """The activation functions, len(defaults) per direction, with their alpha/beta bound."""
+Spec = tuple[str, Any, Any]
+"""An activation as (lower-case name, alpha or None, beta or None), defaults filled in."""
+
+
+def activation_specs(names, alphas, betas, defaults: Sequence[str], dirs: int) -> list[Spec]:
+    """The activations, len(defaults) per direction, with the alpha/beta each one takes."""
     n = len(defaults)
     names = [str(s) for s in names] if names else list(defaults) * dirs
     if len(names) == n and dirs == 2:
@@ -73,11 +78,16 @@ def _activations(names, alphas, betas, defaults: Sequence[str], dirs: int) -> li
                 "Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, "
                 "HardSigmoid, Elu, Softsign, Softplus"
             )
-        fn, a, b = _ACTIVATIONS[name.lower()]
+        _, a, b = _ACTIVATIONS[name.lower()]
         a = (alphas.pop(0) if alphas else a) if a is not None else None
         b = (betas.pop(0) if betas else b) if b is not None else None
-        out.append(lambda x, fn=fn, a=a, b=b: fn(x, a, b))
+        out.append((name.lower(), a, b))
     return out
+
+
+def _bind(spec: Spec) -> Callable[[np.ndarray], np.ndarray]:
+    fn = _ACTIVATIONS[spec[0]][0]
+    return lambda x: fn(x, spec[1], spec[2])
 
 
 def _gate(pre: np.ndarray, act: Callable, clip: float | None) -> np.ndarray:
@@ -90,28 +100,97 @@ def _check(name: str, arr: np.ndarray | None, want: tuple[int, ...], what: str) 
         raise ShapeError(f"input {name} has shape {list(arr.shape)}, expected {list(want)} {what}")
 
 
-def _recurrent(x, w, r, b, seq_lens, states, cell, *, gates, direction, layout, hidden_size):
-    """Checks the operands and runs `cell(d, xw_t, state) -> state` over time.
+# Cells: built per direction from R (G*H, H), Rb (G*H,), P (3H,) or None, the activations, clip
+# and the op's flag (GRU linear_before_reset, LSTM input_forget). `cell(xw, state)` returns
+# (new state, cache): the cache holds the step's intermediates, which the gradient reuses.
+def _rnn_cell(r, rb, p, acts, clip, flag):
+    def cell(xw, state):
+        pre = xw + state[0] @ r.T + rb
+        return (_gate(pre, acts[0], clip),), (pre,)
 
-    `states` are the optional initial states (initial_h, and initial_c for LSTM);
-    the cell's first state is the hidden state H that Y collects.
+    return cell
 
-    Returns:
-        (Y, *final states), in the layout asked for.
-    """
+
+def _gru_cell(r, rb, p, acts, clip, linear_before_reset):
+    f, g = acts
+    hid = r.shape[1]
+
+    def cell(xw, state):
+        (h,) = state
+        hr = h @ r[: 2 * hid].T + rb[: 2 * hid]
+        pz, pr = xw[:, :hid] + hr[:, :hid], xw[:, hid : 2 * hid] + hr[:, hid:]
+        z, reset = _gate(pz, f, clip), _gate(pr, f, clip)
+        if linear_before_reset:
+            lin = h @ r[2 * hid :].T + rb[2 * hid :]
+            cand = reset * lin
+        else:
+            lin = reset * h
+            cand = lin @ r[2 * hid :].T + rb[2 * hid :]
+        ph = xw[:, 2 * hid :] + cand
+        hh = _gate(ph, g, clip)
+        return ((1 - z) * hh + z * h,), (pz, pr, ph, z, reset, hh, lin)
+
+    return cell
+
+
+def _lstm_cell(r, rb, p, acts, clip, input_forget):
+    f, g, act_h = acts
+    hid = r.shape[1]
+    pi, po, pf = (0, 0, 0) if p is None else np.split(p, 3)
+
+    def cell(xw, state):
+        h, c = state
+        gates = xw + h @ r.T + rb
+        a_i = gates[:, :hid] + pi * c
+        i = _gate(a_i, f, clip)
+        a_f = None if input_forget else gates[:, 2 * hid : 3 * hid] + pf * c
+        forget = 1 - i if input_forget else _gate(a_f, f, clip)
+        a_c = gates[:, 3 * hid :]
+        cand = _gate(a_c, g, clip)
+        c_new = forget * c + i * cand
+        a_o = gates[:, hid : 2 * hid] + po * c_new
+        o = _gate(a_o, f, clip)
+        hc = act_h(c_new)
+        return (o * hc, c_new), (a_i, a_f, a_c, a_o, i, forget, cand, o, c_new, hc)
+
+    return cell
+
+
+# kind -> (gates, default activations per direction, cell builder, flag attribute)
+_KINDS = {
+    "RNN": (1, ("Tanh",), _rnn_cell, None),
+    "GRU": (3, ("Sigmoid", "Tanh"), _gru_cell, "linear_before_reset"),
+    "LSTM": (4, ("Sigmoid", "Tanh", "Tanh"), _lstm_cell, "input_forget"),
+}
+
+
+class Recurrence(NamedTuple):
+    """A checked RNN, GRU or LSTM call: operands in layout 0 and the working dtype."""
+
+    x: np.ndarray  # (T, N, I)
+    w: np.ndarray  # (D, G*H, I)
+    r: np.ndarray  # (D, G*H, H)
+    b: np.ndarray  # (D, 2*G*H), zeros when absent
+    p: np.ndarray | None  # (D, 3*H), LSTM peepholes
+    states: list[np.ndarray]  # initial states, each (D, N, H), zeros when absent
+    lens: np.ndarray  # (N,) int64
+    reverse: list[bool]  # per direction
+    specs: list[list[Spec]]  # activations per direction
+    cells: list[Callable]  # per direction
+    dtype: np.dtype  # the caller's
+    layout: int
+
+
+def _check_operands(x, w, r, b, seq_lens, states, *, gates, direction, layout, hidden_size):
+    """Raises SchemaError or ShapeError on a bad direction, layout or operand shape."""
     if direction not in _DIRECTIONS:
         raise SchemaError(f"argument direction={direction!r} is not one of {_DIRECTIONS}")
     if layout not in (0, 1):
         raise SchemaError(f"argument layout={layout} must be 0 or 1")
     if x.ndim != 3:
         raise ShapeError(f"input X has shape {list(x.shape)}, expected 3 dims (layout={layout})")
-    dtype = x.dtype
-    work = np.float32 if dtype.itemsize < 4 else dtype
-    if layout:
-        x = x.swapaxes(0, 1)
-    steps, batch, size = x.shape
-    dirs = 2 if direction == "bidirectional" else 1
-    hid = r.shape[-1]
+    batch, size = x.shape[0 if layout else 1], x.shape[2]
+    dirs, hid = 2 if direction == "bidirectional" else 1, r.shape[-1]
     if hidden_size is not None and hidden_size != hid:
         raise ShapeError(f"argument hidden_size={hidden_size} but R has shape {list(r.shape)}")
     gh = gates * hid
@@ -119,49 +198,99 @@ def _recurrent(x, w, r, b, seq_lens, states, cell, *, gates, direction, layout, 
     _check("R", r, (dirs, gh, hid), f"(num_directions, {gates}*hidden_size, hidden_size)")
     _check("B", b, (dirs, 2 * gh), f"(num_directions, {2 * gates}*hidden_size)")
     _check("sequence_lens", seq_lens, (batch,), "(batch_size,)")
-    want = (dirs, batch, hid)
     for name, s in zip(("initial_h", "initial_c"), states):
-        _check(name, s, (batch, dirs, hid) if layout else want, f"(layout={layout})")
-    states = [s.swapaxes(0, 1) if layout and s is not None else s for s in states]
+        want = (batch, dirs, hid) if layout else (dirs, batch, hid)
+        _check(name, s, want, f"(layout={layout})")
+
+
+def prepare(kind: str, x, w, r, b, seq_lens, states, p, attrs: Mapping[str, Any]) -> Recurrence:
+    """Checks an op's operands and attributes and builds its per-direction cells.
+
+    `states` are the optional initial states (initial_h, and initial_c for LSTM); the cell's
+    first state is the hidden state H that Y collects.
+    """
+    gates, defaults, make_cell, flag = _KINDS[kind]
+    direction, layout = attrs["direction"], attrs["layout"]
+    dirs = 2 if direction == "bidirectional" else 1
+    specs = activation_specs(
+        attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], defaults, dirs
+    )
+    _check("P", p, (dirs, 3 * r.shape[-1]), "(num_directions, 3*hidden_size)")
+    _check_operands(x, w, r, b, seq_lens, states, gates=gates, direction=direction,
+                    layout=layout, hidden_size=attrs["hidden_size"])  # fmt: skip
+    dtype = x.dtype
+    work = np.float32 if dtype.itemsize < 4 else dtype
+    if layout:
+        x, states = x.swapaxes(0, 1), [s if s is None else s.swapaxes(0, 1) for s in states]
+    steps, batch, _ = x.shape
     x, w, r = (a.astype(work, copy=False) for a in (x, w, r))
-    b = np.zeros((dirs, 2 * gh), work) if b is None else b.astype(work, copy=False)
+    b = np.zeros((dirs, 2 * w.shape[1]), work) if b is None else b.astype(work, copy=False)
+    p = None if p is None else p.astype(work, copy=False)
+    want = (dirs, batch, r.shape[-1])
     states = [np.zeros(want, work) if s is None else s.astype(work, copy=False) for s in states]
     lens = np.full(batch, steps) if seq_lens is None else seq_lens.astype(np.int64)
     if np.any((lens < 0) | (lens > steps)):
         raise ShapeError(f"input sequence_lens = {lens.tolist()} must lie in [0, {steps}]")
-    cols = np.arange(batch)
+    n = len(defaults)
+    specs = [specs[n * d : n * d + n] for d in range(dirs)]
+    cells = [
+        make_cell(r[d], b[d, w.shape[1] :], None if p is None else p[d],
+                  [_bind(s) for s in specs[d]], attrs["clip"], attrs[flag] if flag else 0)
+        for d in range(dirs)
+    ]  # fmt: skip
+    reverse = [direction == "reverse" or d == 1 for d in range(dirs)]
+    return Recurrence(x, w, r, b, p, states, lens, reverse, specs, cells, dtype, layout)
+
+
+def scan(rec: Recurrence, d: int, keep: bool = False):
+    """Runs direction d over time.
+
+    Returns:
+        (idx, y, final, tape): idx (T, N) the time index of each step of each sequence
+        (the reverse direction starts at each sequence's own last step); y (T, N, H) the
+        hidden states in step order, zeros past a sequence's end; final the last states;
+        tape, when `keep`, per step run the states before it and the cell's cache.
+    """
+    steps, batch, _ = rec.x.shape
+    gh, lens = rec.w.shape[1], rec.lens
+    xw = rec.x @ rec.w[d].T + rec.b[d, :gh]  # (T, N, G*H), every step at once
+    k = np.arange(steps)[:, None]
+    forward = np.broadcast_to(k, xw.shape[:2])
+    idx = np.where(k < lens, lens - 1 - k, k) if rec.reverse[d] else forward
+    xs = xw[idx, np.arange(batch)]
+    state = tuple(s[d] for s in rec.states)
+    y = np.zeros((steps, batch, rec.r.shape[-1]), xw.dtype)
+    ragged = bool(np.any(lens < steps))
+    tape = []
+    for t in range(int(lens.max(initial=0))):
+        new, cache = rec.cells[d](xs[t], state)
+        if keep:
+            tape.append((state, cache))
+        if ragged:
+            live = (t < lens)[:, None]
+            new = tuple(np.where(live, n, s) for n, s in zip(new, state))
+            y[t] = np.where(live, new[0], 0)
+        else:
+            y[t] = new[0]
+        state = new
+    return idx, y, state, tape
+
+
+def _recurrent(rec: Recurrence) -> tuple[np.ndarray, ...]:
+    """(Y, *final states) in the caller's layout and dtype."""
+    cols = np.arange(rec.x.shape[1])
     ys, finals = [], []
-    for d in range(dirs):
-        xw = x @ w[d].T + b[d, :gh]  # (T, N, G*H), every step at once
-        k = np.arange(steps)[:, None]
-        reverse = direction == "reverse" or d == 1
-        idx = np.where(k < lens, lens - 1 - k, k) if reverse else np.broadcast_to(k, xw.shape[:2])
-        xs = xw[idx, cols]
-        state = tuple(s[d] for s in states)
-        y = np.zeros((steps, batch, hid), work)
-        ragged = bool(np.any(lens < steps))
-        for t in range(int(lens.max(initial=0))):
-            new = cell(d, xs[t], state)
-            if ragged:
-                live = (t < lens)[:, None]
-                new = tuple(np.where(live, n, s) for n, s in zip(new, state))
-                y[t] = np.where(live, new[0], 0)
-            else:
-                y[t] = new[0]
-            state = new
+    for d in range(len(rec.cells)):
+        idx, y, state, _ = scan(rec, d)
         out = np.zeros_like(y)
         out[idx, cols] = y
         ys.append(out)
         finals.append(state)
     y = np.stack(ys, axis=1)  # (T, D, N, H)
     finals = [np.stack(f, axis=0) for f in zip(*finals)]  # each (D, N, H)
-    if layout:
+    if rec.layout:
         y, finals = y.transpose(2, 0, 1, 3), [f.transpose(1, 0, 2) for f in finals]
-    return tuple(a.astype(dtype, copy=False) for a in (y, *finals))
-
-
-def _split_bias(b: np.ndarray | None, d: int, gh: int, dtype) -> np.ndarray:
-    return np.zeros(gh, dtype) if b is None else b[d, gh:].astype(dtype, copy=False)
+    return tuple(a.astype(rec.dtype, copy=False) for a in (y, *finals))
 
 
 _IO = ["X", "W", "R", "B?", "sequence_lens?", "initial_h?"]
@@ -198,71 +327,16 @@ schema(
 
 
 @kernel("RNN")
-def rnn_cpu(x, w, r, b=None, sequence_lens=None, initial_h=None, *, activations=None,
-            activation_alpha=None, activation_beta=None, clip=None, direction="forward",
-            hidden_size=None, layout=0):  # fmt: skip
-    dirs = 2 if direction == "bidirectional" else 1
-    acts = _activations(activations, activation_alpha, activation_beta, ["Tanh"], dirs)
-    hid = r.shape[-1]
-
-    def cell(d, xw, state):
-        rb = _split_bias(b, d, hid, xw.dtype)
-        return (_gate(xw + state[0] @ r[d].T.astype(xw.dtype) + rb, acts[d], clip),)
-
-    return _recurrent(x, w, r, b, sequence_lens, [initial_h], cell, gates=1,
-                      direction=direction, layout=layout, hidden_size=hidden_size)  # fmt: skip
+def rnn_cpu(x, w, r, b=None, sequence_lens=None, initial_h=None, **attrs):
+    return _recurrent(prepare("RNN", x, w, r, b, sequence_lens, [initial_h], None, attrs))
 
 
 @kernel("GRU")
-def gru_cpu(x, w, r, b=None, sequence_lens=None, initial_h=None, *, activations=None,
-            activation_alpha=None, activation_beta=None, clip=None, direction="forward",
-            hidden_size=None, layout=0, linear_before_reset=0):  # fmt: skip
-    dirs = 2 if direction == "bidirectional" else 1
-    acts = _activations(activations, activation_alpha, activation_beta, ["Sigmoid", "Tanh"], dirs)
-    hid = r.shape[-1]
-
-    def cell(d, xw, state):
-        (h,) = state
-        f, g = acts[2 * d : 2 * d + 2]
-        rd, rb = r[d].astype(xw.dtype, copy=False), _split_bias(b, d, 3 * hid, xw.dtype)
-        hr = h @ rd[: 2 * hid].T + rb[: 2 * hid]
-        z = _gate(xw[:, :hid] + hr[:, :hid], f, clip)
-        reset = _gate(xw[:, hid : 2 * hid] + hr[:, hid:], f, clip)
-        if linear_before_reset:
-            cand = reset * (h @ rd[2 * hid :].T + rb[2 * hid :])
-        else:
-            cand = (reset * h) @ rd[2 * hid :].T + rb[2 * hid :]
-        hh = _gate(xw[:, 2 * hid :] + cand, g, clip)
-        return ((1 - z) * hh + z * h,)
-
-    return _recurrent(x, w, r, b, sequence_lens, [initial_h], cell, gates=3,
-                      direction=direction, layout=layout, hidden_size=hidden_size)  # fmt: skip
+def gru_cpu(x, w, r, b=None, sequence_lens=None, initial_h=None, **attrs):
+    return _recurrent(prepare("GRU", x, w, r, b, sequence_lens, [initial_h], None, attrs))
 
 
 @kernel("LSTM")
-def lstm_cpu(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *,
-             activations=None, activation_alpha=None, activation_beta=None, clip=None,
-             direction="forward", hidden_size=None, input_forget=0, layout=0):  # fmt: skip
-    dirs = 2 if direction == "bidirectional" else 1
-    names = ["Sigmoid", "Tanh", "Tanh"]
-    acts = _activations(activations, activation_alpha, activation_beta, names, dirs)
-    hid = r.shape[-1]
-    _check("P", p, (dirs, 3 * hid), "(num_directions, 3*hidden_size)")
-
-    def cell(d, xw, state):
-        h, c = state
-        f, g, act_h = acts[3 * d : 3 * d + 3]
-        gates = xw + h @ r[d].T.astype(xw.dtype) + _split_bias(b, d, 4 * hid, xw.dtype)
-        pi, po, pf = (0, 0, 0) if p is None else np.split(p[d].astype(xw.dtype), 3)
-        i = _gate(gates[:, :hid] + pi * c, f, clip)
-        forget = 1 - i if input_forget else _gate(gates[:, 2 * hid : 3 * hid] + pf * c, f, clip)
-        c = forget * c + i * _gate(gates[:, 3 * hid :], g, clip)
-        o = _gate(gates[:, hid : 2 * hid] + po * c, f, clip)
-        return o * act_h(c), c
-
-    return _recurrent(x, w, r, b, sequence_lens, [initial_h, initial_c], cell, gates=4,
-                      direction=direction, layout=layout, hidden_size=hidden_size)  # fmt: skip
-
-
-for _op in ("RNN", "GRU", "LSTM"):
-    no_gradient(_op, "not implemented: backpropagation through time is not written yet")
+def lstm_cpu(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, **attrs):
+    states = [initial_h, initial_c]
+    return _recurrent(prepare("LSTM", x, w, r, b, sequence_lens, states, p, attrs))
