@@ -73,6 +73,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     rnn,
     rnn_grad,
     roi,
+    roi_grad,
     scatter_gather,
     scatter_gather_grad,
     selection,

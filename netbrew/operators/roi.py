@@ -5,13 +5,17 @@ pools them (average, or onnxruntime's max of the weighted corner values). ROIs t
 sampling grid size are processed together: per spatial axis every sample point gets two taps
 (low, high) and weights, the four corners are gathered with one fancy index each, and the
 weighted values are pooled over the grid. Points outside [-1, size] contribute 0 (and still
-count in the average), as in ONNX's reference and onnxruntime.
+count in the average), as in ONNX's reference and onnxruntime. `plan_roi_align` and
+`RoiPlan.taps` are shared with RoiAlignGradient (roi_grad.py), which scatters dY back onto
+the same taps.
 
 NonMaxSuppression runs the greedy per-(batch, class) selection with one vectorised IoU
 against the remaining candidates per selected box.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,11 +64,6 @@ schema(
     "iou_threshold=0, score_threshold none",
 )
 no_gradient(
-    "RoiAlign",
-    "not implemented: the gradient with respect to X (scattering each bin's gradient to "
-    "the bilinear taps) is not provided; rois and batch_indices get none",
-)
-no_gradient(
     "NonMaxSuppression", "its output is integer indices chosen by comparisons: not differentiable"
 )
 
@@ -83,21 +82,48 @@ def _axis_taps(pos: np.ndarray, n: int):
     return (low.astype(np.intp), high.astype(np.intp)), (w_low, w_high)
 
 
-def _pool_group(x, batch, start, bin_size, grid, out_hw, mode, work):
-    """Pools ROIs that share the sampling grid (gh, gw). start/bin_size: (R, 2) as (h, w)."""
-    gh, gw = grid
-    oh, ow = out_hw
-    height, width = x.shape[2:]
-    count = max(gh * gw, 1)
-    taps = []
-    for axis, (o, g, n) in enumerate(((oh, gh, height), (ow, gw, width))):
-        step = bin_size[:, axis, None, None]
-        pos = (
-            start[:, axis, None, None]
-            + np.arange(o)[None, :, None] * step
-            + (np.arange(g)[None, None, :] + 0.5) * step / g
-        )
-        taps.append(_axis_taps(pos, n))  # each (R, o, g)
+@dataclass(frozen=True)
+class RoiPlan:
+    """RoiAlign's checked inputs: each ROI's batch, start and bin size (R, 2) as (h, w) in
+    pixels, its sampling grid (R, 2), and Y's shape."""
+
+    batch: np.ndarray
+    start: np.ndarray
+    bin_size: np.ndarray
+    grid: np.ndarray
+    out_hw: tuple[int, int]
+    shape: tuple[int, ...]
+
+    def chunks(self, channels: int):
+        """(members, (gh, gw)): ROIs sharing a non-empty sampling grid, in chunks whose
+        gathered samples stay near 4M values."""
+        oh, ow = self.out_hw
+        per_roi = max(1, channels * oh * ow)
+        for g in {tuple(v) for v in self.grid.tolist()}:
+            if g[0] == 0 or g[1] == 0:
+                continue  # no samples: the bins stay 0
+            members = np.flatnonzero((self.grid[:, 0] == g[0]) & (self.grid[:, 1] == g[1]))
+            chunk = max(1, (1 << 22) // (per_roi * g[0] * g[1]))
+            for i in range(0, len(members), chunk):
+                yield members[i : i + chunk], g
+
+    def taps(self, members: np.ndarray, grid: tuple[int, int], hw: tuple[int, int]):
+        """Per axis (h, w): the bilinear taps (low, high) and weights of every sample point,
+        each (R, o, g) for the ROIs `members` sharing the sampling grid `grid`."""
+        out = []
+        for axis, (o, g, n) in enumerate(zip(self.out_hw, grid, hw)):
+            step = self.bin_size[members, axis, None, None]
+            pos = (
+                self.start[members, axis, None, None]
+                + np.arange(o)[None, :, None] * step
+                + (np.arange(g)[None, None, :] + 0.5) * step / g
+            )
+            out.append(_axis_taps(pos, n))
+        return out
+
+
+def _pool_group(x, batch, taps, count, mode, work):
+    """Pools ROIs that share the sampling grid; taps from RoiPlan.taps."""
     (ys, wys), (xs, wxs) = taps
     b = batch[:, None, None, None, None]
     result = None
@@ -117,9 +143,8 @@ def _pool_group(x, batch, start, bin_size, grid, out_hw, mode, work):
     return pooled.transpose(0, 3, 1, 2)  # (R, C, oh, ow)
 
 
-@kernel("RoiAlign")
-def roi_align_cpu(
-    x,
+def plan_roi_align(
+    x_shape,
     rois,
     batch_indices,
     *,
@@ -129,7 +154,9 @@ def roi_align_cpu(
     output_width,
     sampling_ratio,
     spatial_scale,
-) -> tuple[np.ndarray]:
+) -> RoiPlan:
+    """Checks RoiAlign's inputs and attributes and places every ROI's bins and samples
+    (shared by the kernel and RoiAlignGradient)."""
     if mode not in ("avg", "max"):
         raise SchemaError(f"argument mode={mode!r} is not one of avg, max")
     if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
@@ -137,8 +164,8 @@ def roi_align_cpu(
             f"argument coordinate_transformation_mode={coordinate_transformation_mode!r} is "
             "not one of half_pixel, output_half_pixel"
         )
-    if x.ndim != 4:
-        raise ShapeError(f"input 'X' has shape {list(x.shape)}, expected (N, C, H, W)")
+    if len(x_shape) != 4:
+        raise ShapeError(f"input 'X' has shape {list(x_shape)}, expected (N, C, H, W)")
     if rois.ndim != 2 or rois.shape[1] != 4:
         raise ShapeError(f"input 'rois' has shape {list(rois.shape)}, expected (num_rois, 4)")
     batch = np.asarray(batch_indices).reshape(-1).astype(np.intp)
@@ -147,16 +174,13 @@ def roi_align_cpu(
             f"input 'batch_indices' has {batch.shape[0]} values, expected {rois.shape[0]} "
             "(one per ROI)"
         )
-    if batch.size and (batch.min() < 0 or batch.max() >= x.shape[0]):
-        raise ShapeError(f"input 'batch_indices' has values outside [0, {x.shape[0]})")
+    if batch.size and (batch.min() < 0 or batch.max() >= x_shape[0]):
+        raise ShapeError(f"input 'batch_indices' has values outside [0, {x_shape[0]})")
     if output_height < 1 or output_width < 1:
         raise SchemaError(
             f"output_height={output_height}, output_width={output_width} must be >= 1"
         )
-    shape = check_numel((rois.shape[0], x.shape[1], output_height, output_width), "RoiAlign output")
-    y = np.zeros(shape, x.dtype)
-    if y.size == 0:
-        return (y,)
+    shape = check_numel((rois.shape[0], x_shape[1], output_height, output_width), "RoiAlign output")
     half_pixel = coordinate_transformation_mode == "half_pixel"
     boxes = rois.astype(np.float64) * float(spatial_scale) - (0.5 if half_pixel else 0.0)
     start = boxes[:, [1, 0]]  # (h, w)
@@ -164,23 +188,26 @@ def roi_align_cpu(
     if not half_pixel:
         size = np.maximum(size, 1.0)
     out_hw = np.array([output_height, output_width])
-    bin_size = size / out_hw
     if sampling_ratio > 0:
         grid = np.full_like(batch, sampling_ratio, shape=(len(batch), 2))
     else:
         grid = np.maximum(np.ceil(size / out_hw), 0).astype(np.intp)
+    return RoiPlan(batch, start, size / out_hw, grid, (output_height, output_width), shape)
+
+
+@kernel("RoiAlign")
+def roi_align_cpu(x, rois, batch_indices, **attrs) -> tuple[np.ndarray]:
+    """Attributes as in the schema; see plan_roi_align."""
+    plan = plan_roi_align(x.shape, rois, batch_indices, **attrs)
+    y = np.zeros(plan.shape, x.dtype)
+    if y.size == 0:
+        return (y,)
     work = np.result_type(x.dtype, np.float32).type
     xw = x.astype(work, copy=False)
-    per_roi = max(1, x.shape[1] * output_height * output_width)
-    for g in {tuple(v) for v in grid.tolist()}:
-        if g[0] == 0 or g[1] == 0:
-            continue  # no samples: the bins stay 0
-        members = np.flatnonzero((grid[:, 0] == g[0]) & (grid[:, 1] == g[1]))
-        chunk = max(1, (1 << 22) // (per_roi * g[0] * g[1]))
-        for i in range(0, len(members), chunk):
-            m = members[i : i + chunk]
-            pooled = _pool_group(xw, batch[m], start[m], bin_size[m], g, out_hw, mode, work)
-            y[m] = pooled.astype(x.dtype, copy=False)
+    for m, g in plan.chunks(x.shape[1]):
+        taps = plan.taps(m, g, x.shape[2:])
+        pooled = _pool_group(xw, plan.batch[m], taps, max(g[0] * g[1], 1), attrs["mode"], work)
+        y[m] = pooled.astype(x.dtype, copy=False)
     return (y,)
 
 
