@@ -202,35 +202,50 @@ def lp_normalization_cpu(x: np.ndarray, *, axis: int, p: int) -> tuple[np.ndarra
     return (y.astype(x.dtype, copy=False),)
 
 
+def mvn_dims(op: str, axes: list[int], ndim: int) -> tuple[int, ...]:
+    """MeanVarianceNormalization's axes, non-negative; raises for out-of-range or repeats."""
+    dims = tuple(norm_axis(op, a, ndim, "argument axes entry") for a in axes)
+    if len(set(dims)) != len(dims):
+        raise SchemaError(f"{op}: argument axes={list(axes)} repeats a dim")
+    return dims
+
+
 @kernel("MeanVarianceNormalization")
 def mean_variance_normalization_cpu(x: np.ndarray, *, axes: list[int]) -> tuple[np.ndarray]:
-    dims = tuple(
-        norm_axis("MeanVarianceNormalization", a, x.ndim, "argument axes entry") for a in axes
-    )
-    if len(set(dims)) != len(dims):
-        raise SchemaError(f"MeanVarianceNormalization: argument axes={list(axes)} repeats a dim")
+    dims = mvn_dims("MeanVarianceNormalization", axes, x.ndim)
     xf = x.astype(_acc_dtype(x.dtype), copy=False)
     d = xf - xf.mean(axis=dims, keepdims=True)
     std = np.sqrt((d * d).mean(axis=dims, keepdims=True))
     return ((d / (std + np.asarray(1e-9, xf.dtype))).astype(x.dtype, copy=False),)
 
 
+def lrn_reach(op: str, x: np.ndarray, size: int) -> tuple[int, int]:
+    """(channels before, channels after) each channel's LRN window reaches, after checking X
+    and size: floor((size - 1) / 2) and ceil((size - 1) / 2)."""
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: input X has shape {list(x.shape)}, expected (N, C, D1, ...)")
+    if size < 1:
+        raise SchemaError(f"{op}: argument size={size} must be >= 1")
+    return (size - 1) // 2, math.ceil((size - 1) / 2)
+
+
+def channel_window_sum(a: np.ndarray, before: int, after: int) -> np.ndarray:
+    """out[:, c] = sum of a[:, i] over channels c - before <= i <= c + after inside [0, C)."""
+    c = a.shape[1]
+    out = np.zeros_like(a)
+    for shift in range(-min(before, c - 1), min(after, c - 1) + 1):  # c gathers c + shift
+        dst = slice(max(0, -shift), min(c, c - shift))
+        src = slice(max(0, shift), min(c, c + shift))
+        out[:, dst] += a[:, src]
+    return out
+
+
 @kernel("LRN")
 def lrn_cpu(
     x: np.ndarray, *, alpha: float, beta: float, bias: float, size: int
 ) -> tuple[np.ndarray]:
-    if x.ndim < 2:
-        raise ShapeError(f"LRN: input X has shape {list(x.shape)}, expected (N, C, D1, ...)")
-    if size < 1:
-        raise SchemaError(f"LRN: argument size={size} must be >= 1")
+    lo, hi = lrn_reach("LRN", x, size)
     xf = x.astype(_acc_dtype(x.dtype), copy=False)
-    lo, hi = (size - 1) // 2, math.ceil((size - 1) / 2)
-    c = x.shape[1]
-    sq = xf * xf
-    square_sum = np.zeros_like(sq)
-    for shift in range(-min(lo, c - 1), min(hi, c - 1) + 1):  # channel c gathers c + shift
-        dst = slice(max(0, -shift), min(c, c - shift))
-        src = slice(max(0, shift), min(c, c + shift))
-        square_sum[:, dst] += sq[:, src]
+    square_sum = channel_window_sum(xf * xf, lo, hi)
     y = xf / (bias + (alpha / size) * square_sum) ** beta
     return (y.astype(x.dtype, copy=False),)

@@ -1,5 +1,5 @@
-"""Gradients of RMSNormalization, InstanceNormalization, GroupNormalization and LpNormalization;
-MeanVarianceNormalization and LRN have none.
+"""Gradients of RMSNormalization, InstanceNormalization, GroupNormalization, LpNormalization,
+MeanVarianceNormalization and LRN.
 
     RMSNormalization(X, scale) -> Y
         backward: RMSNormalizationGradient(X, scale, dY) -> (dX, dscale)
@@ -9,6 +9,10 @@ MeanVarianceNormalization and LRN have none.
         backward: GroupNormalizationGradient(X, scale, dY) -> (dX, dscale, dbias)
     LpNormalization(input) -> output
         backward: LpNormalizationGradient(input, dY) -> dX
+    MeanVarianceNormalization(X) -> Y
+        backward: MeanVarianceNormalizationGradient(X, dY) -> dX
+    LRN(X) -> Y
+        backward: LRNGradient(X, dY) -> dX
 
 Statistics are recomputed from X. The cast of the normalized values back to X's dtype is
 treated as the identity.
@@ -18,19 +22,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from netbrew.errors import ShapeError
 from netbrew.netdef.net import op_def
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.normalization import _acc_dtype
 from netbrew.operators.normalization_extra import (
     channel_params,
+    channel_window_sum,
     check_broadcast,
     check_groups,
     group_stats,
     lp_norm,
+    lrn_reach,
+    mvn_dims,
     norm_axis,
     stash_dtype,
 )
-from netbrew.operators.schema import REQUIRED, gradient, kernel, no_gradient, schema
+from netbrew.operators.schema import REQUIRED, gradient, kernel, schema
 from netbrew.operators.sum_reduce_like import sum_to_shape
 
 _GROUP_DX = (
@@ -82,10 +90,28 @@ schema(
     doc="with norm = Lp norm of input along axis and Y = input / norm: dX = (dY - sum(dY * Y) "
     "* |Y|^(p-1) * sign(Y)) / norm along axis, 0 where norm is 0; defaults axis=-1, p=2",
 )
-no_gradient(
-    "MeanVarianceNormalization", "gradient not implemented (an inference-time op in practice)"
+schema(
+    "MeanVarianceNormalizationGradient",
+    inputs=["X", "dY"],
+    outputs=["dX"],
+    attrs={"axes": [0, 2, 3]},
+    dtypes="float",
+    onnx=False,
+    doc="with d = X - mean(X), std = sqrt(mean(d^2)) and s = std + 1e-9, means over axes: dX = "
+    "(dY - mean(dY)) / s - d * mean(dY * d) / (s^2 * std), the last term 0 where std is 0; "
+    "default axes=[0, 2, 3]",
 )
-no_gradient("LRN", "gradient not implemented (legacy AlexNet-era op, rarely trained today)")
+schema(
+    "LRNGradient",
+    inputs=["X", "dY"],
+    outputs=["dX"],
+    attrs={"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": REQUIRED},
+    dtypes="float",
+    onnx=False,
+    doc="with S = bias + alpha / size * square_sum as LRN's: dX[c] = dY[c] * S[c]^-beta - 2 * "
+    "alpha * beta / size * X[c] * sum of dY[k] * X[k] * S[k]^(-beta-1) over the channels k "
+    "whose window holds c; size required, defaults alpha=1e-4, beta=0.75, bias=1",
+)
 
 
 def _maker(grad_type: str, n_params: int):
@@ -106,6 +132,8 @@ gradient("RMSNormalization")(_maker("RMSNormalizationGradient", 1))
 gradient("InstanceNormalization")(_maker("InstanceNormalizationGradient", 2))
 gradient("GroupNormalization")(_maker("GroupNormalizationGradient", 2))
 gradient("LpNormalization")(_maker("LpNormalizationGradient", 0))
+gradient("MeanVarianceNormalization")(_maker("MeanVarianceNormalizationGradient", 0))
+gradient("LRN")(_maker("LRNGradient", 0))
 
 
 @kernel("RMSNormalizationGradient")
@@ -197,4 +225,43 @@ def lp_normalization_gradient_cpu(
         y = np.where(norm == 0, 0, xf / norm)
         direction = y if p == 2 else np.sign(y)
         dx = np.where(norm == 0, 0, (g - (g * y).sum(axis=dim, keepdims=True) * direction) / norm)
+    return (dx.astype(dy.dtype, copy=False),)
+
+
+def _check_dy(op: str, x: np.ndarray, dy: np.ndarray) -> None:
+    if dy.shape != x.shape:
+        raise ShapeError(f"{op}: input dY has shape {list(dy.shape)}, expected X's {list(x.shape)}")
+
+
+@kernel("MeanVarianceNormalizationGradient")
+def mean_variance_normalization_gradient_cpu(
+    x: np.ndarray, dy: np.ndarray, *, axes: list[int]
+) -> tuple[np.ndarray]:
+    dims = mvn_dims("MeanVarianceNormalizationGradient", axes, x.ndim)
+    _check_dy("MeanVarianceNormalizationGradient", x, dy)
+    acc = _acc_dtype(x.dtype)
+    xf, g = x.astype(acc, copy=False), dy.astype(acc, copy=False)
+    d = xf - xf.mean(axis=dims, keepdims=True)
+    std = np.sqrt((d * d).mean(axis=dims, keepdims=True))
+    s = std + np.asarray(1e-9, acc)
+    centered = (g - g.mean(axis=dims, keepdims=True)) / s
+    # Through std: d std / dX = d / (n * std), which a constant group (std = 0, d = 0) lacks.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        through_std = np.where(std > 0, (g * d).mean(axis=dims, keepdims=True) / (s * s * std), 0)
+    return ((centered - d * through_std).astype(dy.dtype, copy=False),)
+
+
+@kernel("LRNGradient")
+def lrn_gradient_cpu(
+    x: np.ndarray, dy: np.ndarray, *, alpha: float, beta: float, bias: float, size: int
+) -> tuple[np.ndarray]:
+    lo, hi = lrn_reach("LRNGradient", x, size)
+    _check_dy("LRNGradient", x, dy)
+    acc = _acc_dtype(x.dtype)
+    xf, g = x.astype(acc, copy=False), dy.astype(acc, copy=False)
+    s = bias + (alpha / size) * channel_window_sum(xf * xf, lo, hi)
+    scaled = s**-beta
+    # Channel k's window holds channel c when c - hi <= k <= c + lo: the window reversed.
+    through_s = channel_window_sum(g * xf * scaled / s, hi, lo)
+    dx = g * scaled - (2 * alpha * beta / size) * xf * through_s
     return (dx.astype(dy.dtype, copy=False),)
