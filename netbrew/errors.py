@@ -60,3 +60,8 @@ def suggest(name: str, candidates: Iterable[str], n: int = 3) -> str:
         lowered = {c.lower(): c for c in pool}
         close = [lowered[c] for c in difflib.get_close_matches(name.lower(), lowered, n=n)]
     return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
+class DeviceFallbackWarning(UserWarning):
+    """Ops or blobs that asked for a device netbrew cannot use here (a GPU where none is
+    present) run on the CPU instead; one warning says how many and where."""
