@@ -29,6 +29,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     conv_winograd,
     cumulative,
     deform_conv,
+    deform_conv_grad,
     einsum,
     einsum_grad,
     expand_tile,

@@ -3,19 +3,21 @@
 Every kernel tap k of every output position o samples X bilinearly (zero outside the image)
 at o * strides - pads_begin + k * dilations + offset[k, o], multiplies by mask[k, o], and the
 resulting columns (N, C, K, O) meet W in one grouped matmul. Sampling is grid_sample.sample
-in pixel coordinates.
+in pixel coordinates. `deform_geometry` and `sample_columns` are shared with
+DeformConvGradient (deform_conv_grad.py).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.operators.grid_sample import sample
 from netbrew.operators.limits import check_numel
-from netbrew.operators.schema import kernel, no_gradient, schema
+from netbrew.operators.schema import kernel, schema
 
 schema(
     "DeformConv",
@@ -36,11 +38,6 @@ schema(
     "offset (N, offset_group*K*r, O1..Or) with K = prod(k), mask (N, offset_group*K, O1..Or) "
     "(default 1), B (M,) -> Y (N, M, O1..Or); dilations=1, group=1, kernel_shape=W.shape[2:], "
     "offset_group=1, pads=0, strides=1",
-)
-no_gradient(
-    "DeformConv",
-    "not implemented: gradients through the bilinear sampling (to X, the offsets and the "
-    "mask) are not provided",
 )
 
 
@@ -78,10 +75,37 @@ def _check_channels(x, w, offset, b, mask, group, offset_group, k_count, r, out)
         raise ShapeError(f"input 'B' has shape {list(b.shape)}, expected [{m}]")
 
 
-@kernel("DeformConv")
-def deform_conv_cpu(
-    x, w, offset, b=None, mask=None, *, dilations, group, kernel_shape, offset_group, pads, strides
-) -> tuple[np.ndarray]:
+@dataclass(frozen=True)
+class DeformGeometry:
+    """DeformConv's checked shapes: r spatial dims, the kernel, dilations, strides, pads
+    (begins then ends) and output dims, and K = prod(kernel)."""
+
+    kernel: list[int]
+    dilations: list[int]
+    strides: list[int]
+    pads: list[int]
+    out: list[int]
+    k_count: int
+
+    def coords(self, off: np.ndarray, g: int) -> list[np.ndarray]:
+        """Pixel coordinates (N, K, O1..Or) of every tap of offset group g, one array per
+        spatial dim; off is the offset input as (N, offset_group, K, r, O1..Or) float64."""
+        r = len(self.kernel)
+        taps = np.stack(np.meshgrid(*[np.arange(k) for k in self.kernel], indexing="ij"), -1)
+        taps = taps.reshape(-1, r)
+        coords = []
+        for d in range(r):
+            base = np.arange(self.out[d]) * self.strides[d] - self.pads[d]
+            base = base.reshape((1,) * (d + 1) + (-1,) + (1,) * (r - d - 1))
+            tap = (taps[:, d] * self.dilations[d]).reshape((1, -1) + (1,) * r)
+            coords.append(base + tap + off[:, g, :, d])  # (N, K, O1..Or)
+        return coords
+
+
+def deform_geometry(
+    x, w, offset, b, mask, *, dilations, group, kernel_shape, offset_group, pads, strides
+) -> DeformGeometry:
+    """Checks DeformConv's inputs and attributes (shared with DeformConvGradient)."""
     if x.ndim < 3 or w.ndim != x.ndim:
         raise ShapeError(
             f"inputs X {list(x.shape)} and W {list(w.shape)} must have the same rank >= 3 "
@@ -108,25 +132,36 @@ def deform_conv_cpu(
     n, c, m = x.shape[0], x.shape[1], w.shape[0]
     check_numel((n, m, *out), "DeformConv output")
     check_numel((n, c, k_count, *out), "DeformConv columns")
+    return DeformGeometry(ks, dil, st, pd, out, k_count)
 
-    off = offset.astype(np.float64).reshape(n, offset_group, k_count, r, *out)
-    taps = np.stack(np.meshgrid(*[np.arange(k) for k in ks], indexing="ij"), -1).reshape(-1, r)
+
+def sample_columns(x, offset, mask, geo: DeformGeometry, offset_group: int):
+    """The sampled columns (N, C, K, O1..Or) in float64, each group of C / offset_group
+    channels at its offset group's tap coordinates, times the mask when given. Also
+    returns the unmasked samples and the coordinates of each offset group."""
+    n, c, out, k_count = x.shape[0], x.shape[1], geo.out, geo.k_count
+    off = offset.astype(np.float64).reshape(n, offset_group, k_count, len(out), *out)
     cg = c // offset_group
-    cols = []
+    cols, raw, coords = [], [], []
     for g in range(offset_group):
-        coords = []
-        for d in range(r):
-            base = np.arange(out[d]) * st[d] - pd[d]
-            base = base.reshape((1,) * (d + 1) + (-1,) + (1,) * (r - d - 1))
-            tap = (taps[:, d] * dil[d]).reshape((1, -1) + (1,) * r)
-            coords.append(base + tap + off[:, g, :, d])  # (N, K, O1..Or)
-        part = sample(x[:, g * cg : (g + 1) * cg], coords, "linear", "zeros", True)
+        coords.append(geo.coords(off, g))
+        part = sample(x[:, g * cg : (g + 1) * cg], coords[-1], "linear", "zeros", True)
+        raw.append(part)
         if mask is not None:
             part = part * mask.reshape(n, offset_group, 1, k_count, *out)[:, g]
         cols.append(part)  # (N, cg, K, O...)
-    col = np.concatenate(cols, axis=1).reshape(n, group, (c // group) * k_count, -1)
+    return np.concatenate(cols, axis=1), raw, coords
+
+
+@kernel("DeformConv")
+def deform_conv_cpu(x, w, offset, b=None, mask=None, *, group, offset_group, **attrs):
+    """`attrs`: dilations, kernel_shape, pads, strides (see deform_geometry)."""
+    geo = deform_geometry(x, w, offset, b, mask, group=group, offset_group=offset_group, **attrs)
+    n, c, m = x.shape[0], x.shape[1], w.shape[0]
+    cols, _, _ = sample_columns(x, offset, mask, geo, offset_group)
+    col = cols.reshape(n, group, (c // group) * geo.k_count, -1)
     wm = w.astype(np.float64).reshape(group, m // group, -1)
-    y = np.matmul(wm[None], col).reshape(n, m, *out)
+    y = np.matmul(wm[None], col).reshape(n, m, *geo.out)
     if b is not None:
-        y += b.astype(np.float64).reshape((m,) + (1,) * r)
+        y += b.astype(np.float64).reshape((m,) + (1,) * len(geo.out))
     return (y.astype(x.dtype),)
