@@ -15,6 +15,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     attention_extras,
     attention_extras_grad,
     attention_flex,
+    attention_flex_grad,
     attention_grad,
     attention_linear,
     attention_linear_grad,

@@ -63,7 +63,7 @@ def attention_grad(op, g_out, g_in):
     return [op_def("AttentionGradient", ins, outs, **copy_attrs(op))]
 
 
-def _group_sum(x: np.ndarray, kv_heads: int) -> np.ndarray:
+def group_sum(x: np.ndarray, kv_heads: int) -> np.ndarray:
     """(B, Hq, S, D) -> (B, Hkv, S, D): the sum over the query heads each KV head served."""
     b, hq = x.shape[:2]
     return x.reshape(b, kv_heads, hq // kv_heads, *x.shape[2:]).sum(axis=2)
@@ -158,13 +158,13 @@ def attention_gradient_cpu(
         dq = (d_raw @ (k_rep * root)) * root
         out[0] = (merge_heads(dq) if st.rank == 3 else dq).astype(q.dtype, copy=False)
     if wanted[1] or wanted[4]:
-        dk = _group_sum(np.swapaxes(d_raw, 2, 3) @ (st.q.astype(acc) * root) * root, kv_heads)
+        dk = group_sum(np.swapaxes(d_raw, 2, 3) @ (st.q.astype(acc) * root) * root, kv_heads)
         out[4], out[1] = _split_past(dk, d_present_k, st, past_key, k)
     if wanted[2] or wanted[5]:
         probs = st.probs.astype(acc, copy=False)
         dv = np.zeros(st.present_v.shape, acc)
         if dy4 is not None:
-            dv = _group_sum(np.swapaxes(probs, 2, 3) @ dy4, kv_heads)
+            dv = group_sum(np.swapaxes(probs, 2, 3) @ dy4, kv_heads)
         out[5], out[2] = _split_past(dv, d_present_v, st, past_value, v)
     if wanted[3] and attn_mask is not None:
         out[3] = _d_mask(attn_mask, d_logits, q.dtype)
