@@ -83,6 +83,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     sequence,
     shape,
     signal,
+    signal_grad,
     softmax,
     space_depth,
     space_depth_grad,

@@ -2,7 +2,9 @@
 
 Complex values live in a trailing axis: [..., 1] is real, [..., 2] is (real, imaginary).
 Transforms run through numpy.fft in the input's precision (complex64 below float64, as
-ONNX's reference does) and return the input's dtype.
+ONNX's reference does) and return the input's dtype. DFT and STFT are linear, and their
+gradients (signal_grad.py) are the adjoint transforms; `dft_plan` and `stft_plan` check
+the inputs for both.
 """
 
 from __future__ import annotations
@@ -54,9 +56,8 @@ schema(
 )
 
 
-@kernel("DFT")
-def dft_cpu(x, dft_length=None, axis=None, *, inverse=0, onesided=0):
-    sig = _complex(x, "input")
+def dft_plan(x: np.ndarray, dft_length, axis, inverse: int, onesided: int) -> tuple[int, int]:
+    """(axis in [0, rank - 2], transform length N) of a DFT of `x` (shared with DFTGradient)."""
     rank = x.ndim
     ax = -2 if axis is None else _scalar(axis, "axis")
     if not (-rank <= ax <= -2 or 0 <= ax <= rank - 2):
@@ -71,6 +72,13 @@ def dft_cpu(x, dft_length=None, axis=None, *, inverse=0, onesided=0):
         n = _scalar(dft_length, "dft_length")
     if n < 1:
         raise SchemaError(f"dft_length={n} must be >= 1")
+    return ax, n
+
+
+@kernel("DFT")
+def dft_cpu(x, dft_length=None, axis=None, *, inverse=0, onesided=0):
+    sig = _complex(x, "input")
+    ax, n = dft_plan(x, dft_length, axis, inverse, onesided)
     if inverse and onesided:
         return (np.fft.irfft(sig, n, axis=ax)[..., None].astype(x.dtype),)
     if inverse:
@@ -92,8 +100,9 @@ schema(
 )
 
 
-@kernel("STFT")
-def stft_cpu(signal, frame_step, window=None, frame_length=None, *, onesided=1):
+def stft_plan(signal, frame_step, window, frame_length, onesided) -> tuple:
+    """(complex signal (B, T), frame step, frame length) of an STFT, checked (shared with
+    STFTGradient)."""
     if signal.ndim != 3:
         raise ShapeError(f"input signal has shape {list(signal.shape)}, expected 3 dims "
                          "[batch, signal_length, 1 or 2]")  # fmt: skip
@@ -114,6 +123,12 @@ def stft_cpu(signal, frame_step, window=None, frame_length=None, *, onesided=1):
         )
     if onesided and signal.shape[-1] == 2:
         raise SchemaError("onesided=1 needs a real signal [..., 1]; set onesided=0 for complex")
+    return sig, step, length
+
+
+@kernel("STFT")
+def stft_cpu(signal, frame_step, window=None, frame_length=None, *, onesided=1):
+    sig, step, length = stft_plan(signal, frame_step, window, frame_length, onesided)
     frames = sliding_window_view(sig, length, axis=1)[:, ::step]  # (B, F, L)
     if window is not None:
         frames = frames * window.astype(frames.real.dtype)
@@ -189,6 +204,4 @@ def mel_weight_matrix_cpu(num_mel_bins, dft_length, sample_rate, lower_edge_hert
     return (out.astype(onnx_dtype(output_datatype, "output_datatype")),)
 
 
-no_gradient("DFT", "not implemented: the adjoint transform is not wired up as a gradient yet")
-no_gradient("STFT", "not implemented: the adjoint transform is not wired up as a gradient yet")
 no_gradient("MelWeightMatrix", "a constant table computed from scalar parameters")
