@@ -19,6 +19,8 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     attention_grad,
     attention_linear,
     attention_linear_grad,
+    caffe2_utility,
+    caffe2_utility_grad,
     casting,
     comparison,
     concat_split,

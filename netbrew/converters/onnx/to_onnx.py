@@ -115,4 +115,7 @@ for _op, _why in {
 }.items():
     not_exportable(_op, f"{_op} is {_why}, not part of an inference model")
 
-from netbrew.converters.onnx import fused_to_onnx  # noqa: E402, F401  (registers ConvRelu...)
+from netbrew.converters.onnx import (  # noqa: E402, F401  (register Scale..., ConvRelu...)
+    caffe2_utility_to_onnx,
+    fused_to_onnx,
+)
