@@ -17,9 +17,18 @@ HARMLESS = frozenset(
     {
         "use_cudnn", "cudnn_exhaustive_search", "exhaustive_search", "ws_nbytes_limit",
         "engine", "shared_buffer", "float16_compute", "deterministic", "use_mkldnn",
-        "training_mode_legacy", "num_threads", "is_test_legacy",
+        "training_mode_legacy", "num_threads", "is_test_legacy", "run_once",
     }
 )  # fmt: skip
+
+IGNORED = HARMLESS | {"order"}
+"""Arguments every translator accepts and drops: the tuning-only HARMLESS ones, and
+`order`, which Caffe2's ModelHelper writes onto every helper op (Relu, Sum, FC, Softmax,
+Dropout, AveragedLoss...) through its arg_scope. Ops that have a layout (Conv, the pools,
+SpatialBN, LRN, Concat, ChannelShuffle) read `order` themselves, through
+`ops_window.nhwc`, before this set is consulted; on every other op it means nothing.
+translate_net also strips these names from the ops translators emit (fillers are
+copied as they are, and netbrew's kernels reject arguments they do not know)."""
 
 Translator = Callable[[OperatorDef, "Context"], list[OperatorDef]]
 TRANSLATORS: Registry[str, Translator] = Registry("Caffe2 op translator")
@@ -64,7 +73,8 @@ class Context:
         return any(n in self.args for n in names)
 
     def unused(self) -> list[str]:
-        return [n for n in self.args if n not in self.used and n not in HARMLESS]
+        """Arguments of the legacy op no translator step read (IGNORED ones excepted)."""
+        return [n for n in self.args if n not in self.used and n not in IGNORED]
 
     def name(self, tag: str) -> str:
         """A fresh scratch blob name derived from the op's first output."""

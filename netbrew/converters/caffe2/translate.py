@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import collections
 
-from netbrew.converters.caffe2.context import REFUSED, TRANSLATORS, Context
+from netbrew.converters.caffe2.context import IGNORED, REFUSED, TRANSLATORS, Context
 from netbrew.errors import NetbrewError, UnsupportedConversion
-from netbrew.proto.netbrew_pb2 import NetDef
+from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
 
 CANONICAL_MARK = "netbrew_canonical"
 """A net argument that marks a NetDef already in canonical ops (written by `save`)."""
@@ -46,7 +46,7 @@ def translate_net(net: NetDef, *, where: str = "net") -> NetDef:
         if unused:
             problems[f"{op.type}: argument(s) {', '.join(sorted(unused))} not supported"] += 1
             continue
-        out.op.extend(ops)
+        out.op.extend(_without_ignored(o) for o in ops)
     if problems:
         lines = "\n  ".join(f"{text} (x{count})" for text, count in problems.most_common())
         raise UnsupportedConversion(
@@ -57,15 +57,31 @@ def translate_net(net: NetDef, *, where: str = "net") -> NetDef:
     return out
 
 
+def _without_ignored(op: OperatorDef) -> OperatorDef:
+    """`op` less the IGNORED arguments: a translator that copies a legacy op (the
+    fillers) would otherwise hand the kernels Caffe2's tuning flags."""
+    if any(a.name in IGNORED for a in op.arg):
+        keep = [a for a in op.arg if a.name not in IGNORED]
+        del op.arg[:]
+        op.arg.extend(keep)
+    return op
+
+
 LEGACY_ARGS = frozenset(
     {
         "kernel", "kernels", "kernel_h", "kernel_w", "stride", "stride_h", "stride_w",
         "pad", "pad_t", "pad_l", "pad_b", "pad_r", "order", "legacy_pad", "broadcast",
-        "is_test", "global_pooling", "dims", "adj", "adjs",
+        "is_test", "global_pooling", "dims", "adj", "adjs", "use_cudnn",
+        "cudnn_exhaustive_search", "ws_nbytes_limit", "exhaustive_search", "run_once",
     }
 )  # fmt: skip
 LEGACY_TYPES = frozenset({"SpatialBN", "FCTransposed", "ExpandDims", "ChannelShuffle", "Copy",
-                          "DepthConcat", "MaxPool2D", "AveragePool2D"})  # fmt: skip
+                          "DepthConcat", "MaxPool2D", "AveragePool2D", "ATen", "BatchMatMul",
+                          "ScatterAssign", "CopyGPUToCPU", "CopyCPUToGPU"})  # fmt: skip
+# Canonical ops of these types take axes (or starts/ends) as inputs, Caffe2's as arguments.
+LEGACY_WHEN_ARG = {"axes": frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                                      "Shape"}),
+                   "starts": frozenset({"Slice"}), "ends": frozenset({"Slice"})}  # fmt: skip
 
 
 def looks_legacy(net: NetDef) -> bool:
@@ -74,6 +90,8 @@ def looks_legacy(net: NetDef) -> bool:
         return False
     for op in net.op:
         if op.type in LEGACY_TYPES or any(a.name in LEGACY_ARGS for a in op.arg):
+            return True
+        if any(op.type in LEGACY_WHEN_ARG.get(a.name, ()) for a in op.arg):
             return True
         if op.type == "Concat" and len(op.output) > 1:  # split_info
             return True
