@@ -14,7 +14,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from netbrew.converters.caffe2 import ops_misc, ops_window  # noqa: F401  (registers translators)
+from netbrew.converters.caffe2 import (  # noqa: F401  (registers translators)
+    ops_aten,
+    ops_misc,
+    ops_tensor,
+    ops_window,
+)
+from netbrew.converters.caffe2.devices import gpu_fallback, place_on_cpu
 from netbrew.converters.caffe2.translate import CANONICAL_MARK, looks_legacy, translate_net
 from netbrew.netdef.serialize import load_net, save_net
 from netbrew.proto.netbrew_pb2 import NetDef
@@ -28,14 +34,40 @@ def _read(net: Any) -> NetDef:
     return load_net(net)  # .pb or .pbtxt by suffix; ModelLoadError names the path
 
 
-def load(init_net: Any, predict_net: Any) -> tuple[NetDef, NetDef]:
-    """Reads a Caffe2 model (paths to .pb/.pbtxt, or NetDefs) into canonical nets."""
-    init = translate_net(
-        _read(init_net),
-        where=f"init net {init_net}" if not isinstance(init_net, NetDef) else "init net",
+def load(init_net: Any, predict_net: Any, *, strict: bool = False) -> tuple[NetDef, NetDef]:
+    """Reads a Caffe2 model (paths to .pb/.pbtxt, or NetDefs) into canonical nets.
+
+    Ops a GPU machine wrote with a CUDA (or HIP) device option are placed on CPU, where
+    netbrew's kernels run, and one DeviceFallbackWarning says how many there were.
+
+    Args:
+        init_net: the init net: a path to a .pb/.pbtxt file, a NetDef or a Net.
+        predict_net: the predict net, likewise.
+        strict: refuse a model whose ops ask for a GPU instead of running them on CPU.
+
+    Raises:
+        UnsupportedConversion: some op cannot be translated (all are listed), or strict
+            and some op asks for a GPU (counted by type).
+        ModelLoadError: a file is missing or not a NetDef.
+    """
+    init_where = f"init net {init_net}" if not isinstance(init_net, NetDef) else "init net"
+    legacy_init, legacy_predict = _read(init_net), _read(predict_net)
+    fallback = gpu_fallback(
+        [("init net", legacy_init), ("predict net", legacy_predict)], strict=strict
     )
-    predict = translate_net(_read(predict_net), where="predict net")
+    init = translate_net(legacy_init, where=init_where)
+    predict = translate_net(legacy_predict, where="predict net")
+    if fallback is not None:
+        # translate_net hands canonical nets back as they are: never rewrite the caller's.
+        init, predict = (_copy(net) for net in (init, predict))
+        place_on_cpu(fallback, [init, predict])
     return init, predict
+
+
+def _copy(net: NetDef) -> NetDef:
+    out = NetDef()
+    out.CopyFrom(net)
+    return out
 
 
 def save(init_net: Any, predict_net: Any, directory: str | os.PathLike) -> Path:

@@ -1,0 +1,160 @@
+"""Translators for Caffe2's tensor ops as PyTorch -> ONNX -> Caffe2 exports wrote them:
+the reductions, Shape, Slice, ScatterAssign and BatchMatMul; the device copies a GPU
+net holds; and the training ops brew adds, which netbrew spells as Caffe2 did."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netbrew.converters.caffe2.context import Context, translator
+from netbrew.errors import UnsupportedConversion
+from netbrew.proto.netbrew_pb2 import OperatorDef
+
+INT64_MAX = np.iinfo(np.int64).max
+
+
+@translator("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+def reduce(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """Caffe2 reduces over the `axes` argument (all axes when it is empty), keepdims 1 by
+    default; ONNX takes the axes as an input and reduces over all when it is absent."""
+    axes = list(ctx.arg("axes", default=[]))
+    keepdims = int(ctx.arg("keepdims", default=1))
+    if not axes:
+        return [ctx.make(op.type, op.input[:1], op.output, keepdims=keepdims)]
+    blob, axes_op = ctx.const(axes)
+    return [axes_op, ctx.make(op.type, [op.input[0], blob], op.output, keepdims=keepdims)]
+
+
+@translator("Shape")
+def shape(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """int64 dims of the input, or only those at `axes` (Caffe2 takes no negative axis)."""
+    axes = list(ctx.arg("axes", default=[]))
+    if not axes:
+        return [ctx.make("Shape", op.input, op.output)]
+    if min(axes) < 0:
+        raise UnsupportedConversion(f"Shape: axes {axes}, expected non-negative axes")
+    full = ctx.name("shape")
+    index, index_op = ctx.const(axes)
+    return [
+        index_op,
+        ctx.make("Shape", op.input, [full]),
+        ctx.make("Gather", [full, index], op.output),
+    ]
+
+
+def _onnx_bound(value: int) -> int:
+    """A Caffe2 slice bound as ONNX reads it. Caffe2 counts a negative bound v as
+    dim + 1 + v (so -1 is the end of the axis), ONNX as dim + v; bounds past the end are
+    clamped by both."""
+    if value >= 0:
+        return value
+    return value + 1 if value < -1 else INT64_MAX
+
+
+@translator("Slice")
+def slice_op(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """Slice over the first len(starts) axes by `starts`/`ends` given as arguments or as
+    the 2nd and 3rd inputs (int32 or int64); the other axes are kept whole."""
+    data = op.input[0]
+    if len(op.input) >= 3:
+        return _slice_by_inputs(op, ctx)
+    starts, ends = ctx.arg("starts"), ctx.arg("ends")
+    if starts is None or ends is None or len(starts) != len(ends):
+        raise UnsupportedConversion(
+            f"Slice: expected `starts` and `ends` of one length (arguments or inputs 2 and "
+            f"3), got starts={starts}, ends={ends}"
+        )
+    starts_blob, starts_op = ctx.const([_onnx_bound(v) for v in starts])
+    ends_blob, ends_op = ctx.const([_onnx_bound(v) for v in ends])
+    return [starts_op, ends_op, ctx.make("Slice", [data, starts_blob, ends_blob], op.output)]
+
+
+def _slice_by_inputs(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """Bounds known at run time only: each negative bound v becomes dim + 1 + v, with
+    the dims of the first len(starts) axes read from the data's shape."""
+    data, starts, ends = op.input[:3]
+    n = ctx.name
+    shape, count, dims, dims1 = n("shape"), n("count"), n("dims"), n("dims1")
+    zero, zero_op = ctx.const([0])
+    one, one_op = ctx.const(1)
+    ops = [
+        zero_op,
+        one_op,
+        ctx.make("Shape", [data], [shape]),
+        ctx.make("Shape", [starts], [count]),
+        ctx.make("Slice", [shape, zero, count], [dims]),
+        ctx.make("Add", [dims, one], [dims1]),
+    ]
+    bounds = []
+    for blob in (starts, ends):
+        wide, negative, shifted, bound = n("i64"), n("neg"), n("shifted"), n("bound")
+        ops += [
+            ctx.make("Cast", [blob], [wide], to=np.int64),
+            ctx.make("Less", [wide, zero], [negative]),
+            ctx.make("Add", [wide, dims1], [shifted]),
+            ctx.make("Where", [negative, shifted, wide], [bound]),
+        ]
+        bounds.append(bound)
+    ops.append(ctx.make("Slice", [data, *bounds], op.output[:1]))
+    return ops
+
+
+@translator("ScatterAssign")
+def scatter_assign(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """DATA[INDICES[k]] = SLICES[k] along axis 0. Caffe2 reads only sizes: INDICES is
+    taken flat and SLICES as [K] + DATA.shape[1:] whatever their shapes."""
+    data, indices, slices = op.input
+    names = ("idx", "idx64", "shape", "tail", "rows_shape", "rows", "out")
+    flat, wide, shape, tail, rows_shape, rows, scattered = (ctx.name(t) for t in names)
+    column, column_op = ctx.const([-1, 1])
+    minus_one, minus_one_op = ctx.const([-1])
+    one, one_op = ctx.const([1])
+    end, end_op = ctx.const([INT64_MAX])
+    return [
+        column_op,
+        minus_one_op,
+        one_op,
+        end_op,
+        ctx.make("Reshape", [indices, column], [flat]),
+        ctx.make("Cast", [flat], [wide], to=np.int64),
+        ctx.make("Shape", [data], [shape]),
+        ctx.make("Slice", [shape, one, end], [tail]),
+        ctx.make("Concat", [minus_one, tail], [rows_shape], axis=0),
+        ctx.make("Reshape", [slices, rows_shape], [rows]),
+        # Caffe2 writes DATA in place; ScatterND may not, so the result is copied back.
+        ctx.make("ScatterND", [data, wide, rows], [scattered]),
+        ctx.make("Identity", [scattered], op.output),
+    ]
+
+
+@translator("BatchMatMul")
+def batch_matmul(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """A @ B over the last two axes, batch axes alike (broadcast=0) or broadcast as
+    numpy.matmul does (broadcast=1). trans_a/trans_b swap the last two axes of A/B.
+
+    A vector-vector product is a scalar here, a [1] tensor in Caffe2."""
+    ctx.arg("broadcast")  # MatMul broadcasts; Caffe2 without it only refused more shapes
+    trans_a, trans_b = ctx.arg("trans_a", default=0), ctx.arg("trans_b", default=0)
+    if not trans_a and not trans_b:
+        return [ctx.make("MatMul", op.input, op.output)]
+    a = "...ki" if trans_a else "...ik"
+    b = "...jk" if trans_b else "...kj"
+    return [ctx.make("Einsum", op.input, op.output, equation=f"{a},{b}->...ij")]
+
+
+@translator("CopyGPUToCPU", "CopyCPUToGPU", "CopyFromCPUInput", "EnsureCPUOutput",
+            "CopyOnDeviceLike")  # fmt: skip
+def device_copy(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """Copies between devices: every blob lives on CPU here, so each is an Identity of
+    its first input (CopyOnDeviceLike's second only names the device)."""
+    return [ctx.make("Identity", op.input[:1], op.output)]
+
+
+@translator("AveragedLoss", "LabelCrossEntropy", "Accuracy", "SoftmaxWithLoss")
+def same_spelling(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """Training ops netbrew spells as Caffe2 did, arguments included."""
+    from netbrew.operators import get_schema
+
+    attrs = get_schema(op.type).attrs
+    return [ctx.make(op.type, op.input, op.output, **{k: ctx.arg(k) for k in attrs
+                                                      if ctx.has(k)})]  # fmt: skip
