@@ -154,7 +154,17 @@ def sample_columns(x, offset, mask, geo: DeformGeometry, offset_group: int):
 
 
 @kernel("DeformConv")
-def deform_conv_cpu(x, w, offset, b=None, mask=None, *, group, offset_group, **attrs):
+def deform_conv_cpu(
+    x: np.ndarray,
+    w: np.ndarray,
+    offset: np.ndarray,
+    b: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+    *,
+    group: int,
+    offset_group: int,
+    **attrs,
+) -> tuple[np.ndarray]:
     """`attrs`: dilations, kernel_shape, pads, strides (see deform_geometry)."""
     geo = deform_geometry(x, w, offset, b, mask, group=group, offset_group=offset_group, **attrs)
     n, c, m = x.shape[0], x.shape[1], w.shape[0]

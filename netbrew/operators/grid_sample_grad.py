@@ -90,7 +90,15 @@ def _scatter(dx_flat, g, lin, w):
     dx_flat += np.bincount(where, weights=(g * w[:, None, :]).ravel(), minlength=dx_flat.size)
 
 
-def sample_gradient(x, coords, dy, mode="linear", padding="zeros", align_corners=True, want=(1, 1)):
+def sample_gradient(
+    x: np.ndarray,
+    coords: list[np.ndarray],
+    dy: np.ndarray,
+    mode: str = "linear",
+    padding: str = "zeros",
+    align_corners: bool = True,
+    want: tuple[bool, bool] = (True, True),
+) -> tuple[np.ndarray | None, list[np.ndarray] | None]:
     """The gradients of grid_sample.sample(x, coords, ...) against dY (N, C, P...).
 
     Args:

@@ -328,7 +328,15 @@ def apply_step(y: np.ndarray, step: AxisStep, work: type) -> np.ndarray:
 
 
 @kernel("Resize")
-def resize_cpu(x, roi=None, scales=None, sizes=None, *, extrapolation_value, **attrs):
+def resize_cpu(
+    x: np.ndarray,
+    roi: np.ndarray | None = None,
+    scales: np.ndarray | None = None,
+    sizes: np.ndarray | None = None,
+    *,
+    extrapolation_value: float,
+    **attrs,
+) -> tuple[np.ndarray]:
     """Attributes as in the schema; see plan_resize."""
     plan = plan_resize(x.shape, roi, scales, sizes, **attrs)
     mode = attrs["mode"]

@@ -15,6 +15,7 @@ against the remaining candidates per selected box.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,7 +95,7 @@ class RoiPlan:
     out_hw: tuple[int, int]
     shape: tuple[int, ...]
 
-    def chunks(self, channels: int):
+    def chunks(self, channels: int) -> Iterator[tuple[np.ndarray, tuple[int, int]]]:
         """(members, (gh, gw)): ROIs sharing a non-empty sampling grid, in chunks whose
         gathered samples stay near 4M values."""
         oh, ow = self.out_hw
@@ -107,7 +108,7 @@ class RoiPlan:
             for i in range(0, len(members), chunk):
                 yield members[i : i + chunk], g
 
-    def taps(self, members: np.ndarray, grid: tuple[int, int], hw: tuple[int, int]):
+    def taps(self, members: np.ndarray, grid: tuple[int, int], hw: tuple[int, int]) -> list:
         """Per axis (h, w): the bilinear taps (low, high) and weights of every sample point,
         each (R, o, g) for the ROIs `members` sharing the sampling grid `grid`."""
         out = []
@@ -196,7 +197,9 @@ def plan_roi_align(
 
 
 @kernel("RoiAlign")
-def roi_align_cpu(x, rois, batch_indices, **attrs) -> tuple[np.ndarray]:
+def roi_align_cpu(
+    x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, **attrs
+) -> tuple[np.ndarray]:
     """Attributes as in the schema; see plan_roi_align."""
     plan = plan_roi_align(x.shape, rois, batch_indices, **attrs)
     y = np.zeros(plan.shape, x.dtype)

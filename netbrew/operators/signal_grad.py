@@ -109,7 +109,15 @@ def _irfft_adjoint(g: np.ndarray, n: int, axis: int) -> np.ndarray:
 
 
 @kernel("DFTGradient")
-def dft_gradient_cpu(x, dy, dft_length=None, axis=None, *, inverse=0, onesided=0):
+def dft_gradient_cpu(
+    x: np.ndarray,
+    dy: np.ndarray,
+    dft_length: np.ndarray | None = None,
+    axis: np.ndarray | None = None,
+    *,
+    inverse: int = 0,
+    onesided: int = 0,
+) -> tuple[np.ndarray]:
     sig = _complex(x, "input")
     ax, n = dft_plan(x, dft_length, axis, inverse, onesided)
     m = x.shape[ax]
@@ -143,8 +151,15 @@ def overlap_add(frames: np.ndarray, step: int, total: int) -> np.ndarray:
 
 @kernel("STFTGradient")
 def stft_gradient_cpu(
-    signal, frame_step, dy, window=None, frame_length=None, *, onesided=1, output_mask
-):
+    signal: np.ndarray,
+    frame_step: np.ndarray,
+    dy: np.ndarray,
+    window: np.ndarray | None = None,
+    frame_length: np.ndarray | None = None,
+    *,
+    onesided: int = 1,
+    output_mask: tuple[bool, ...],
+) -> tuple[np.ndarray | None, np.ndarray | None]:
     sig, step, length = stft_plan(signal, frame_step, window, frame_length, onesided)
     count = (sig.shape[1] - length) // step + 1
     bins = length // 2 + 1 if onesided else length
