@@ -28,7 +28,7 @@ from netbrew.brew.model_helper import ModelHelper, Tags
 from netbrew.brew.nonlinearity import leaky_relu, prelu, relu, sigmoid, softmax, tanh
 from netbrew.brew.normalization import layer_norm, spatial_bn
 from netbrew.brew.pooling import average_pool, global_avg_pool, global_max_pool, max_pool
-from netbrew.brew.train import accuracy, add_weight_decay, softmax_with_loss
+from netbrew.brew.train import accuracy, add_weight_decay, iter, softmax_with_loss
 
 __all__ = [
     "ConstantInit",
@@ -51,6 +51,7 @@ __all__ = [
     "flatten",
     "global_avg_pool",
     "global_max_pool",
+    "iter",
     "layer_norm",
     "leaky_relu",
     "max_pool",

@@ -10,7 +10,7 @@ import numpy as np
 
 from netbrew.brew.initializers import Initializer, add_given_fill
 from netbrew.netdef.net import BlobReference, Net
-from netbrew.netdef.scope import current_name_scope
+from netbrew.netdef.scope import current_name_scope, name_scope
 
 
 class Tags(str, enum.Enum):
@@ -46,6 +46,8 @@ class ModelHelper:
         ['h_w', 'h_b']
     """
 
+    net_class: type[Net] = Net  # netbrew.caffe2's ModelHelper builds core.Nets
+
     def __init__(
         self,
         name: str = "model",
@@ -56,8 +58,8 @@ class ModelHelper:
     ) -> None:
         self.name = name
         self.init_params = init_params
-        self.net = Net(name)
-        self.param_init_net = Net(f"{name}_init")
+        self.net = self.net_class(name)
+        self.param_init_net = self.net_class(f"{name}_init")
         if seed is not None:
             self.param_init_net.proto().device_option.random_seed = seed
         self.arg_scope = dict(arg_scope or {})
@@ -83,7 +85,8 @@ class ModelHelper:
             raise ValueError(f"model {self.name!r} already has a parameter {full!r}")
         shape = tuple(int(d) for d in shape)
         if self.init_params:
-            initializer.create(self.param_init_net, full, shape)
+            with name_scope("", reset=True):  # `full` is scoped already
+                initializer.create(self.param_init_net, full, shape)
         return self.add_param(full, shape, tags)
 
     def add_param(
@@ -105,7 +108,10 @@ class ModelHelper:
         (even when init_params is False: a model being trained owns its state)."""
         if name not in self.optimizer_state:
             dtype = None if isinstance(value, float) else np.asarray(value).dtype
-            self.param_init_net.ConstantFill([], name, shape=list(shape), value=value, dtype=dtype)
+            with name_scope("", reset=True):  # named after a parameter, scoped already
+                self.param_init_net.ConstantFill(
+                    [], name, shape=list(shape), value=value, dtype=dtype
+                )
             self.optimizer_state.append(
                 self.net.add_external_input(BlobReference(name, self.net))[0]
             )
@@ -115,7 +121,8 @@ class ModelHelper:
         """A fixed blob (not a parameter) filled once by param_init_net, e.g. Dropout's mode."""
         full = current_name_scope() + name
         if full not in self.constants:
-            add_given_fill(self.param_init_net, full, np.asarray(value))
+            with name_scope("", reset=True):
+                add_given_fill(self.param_init_net, full, np.asarray(value))
             self.constants.append(full)
         return self.net.add_external_input(BlobReference(full, self.net))[0]
 

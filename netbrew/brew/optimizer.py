@@ -8,6 +8,7 @@ apart from the parameters, as Caffe2 kept it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from netbrew.brew.model_helper import ModelHelper
 from netbrew.brew.train import add_weight_decay
 from netbrew.netdef.net import BlobReference
+from netbrew.netdef.scope import canonical_scope
 
 ITER = "optimizer_iteration"
 
@@ -37,6 +39,18 @@ def _state(model: ModelHelper, param: str, suffix: str) -> BlobReference:
     return model.add_optimizer_state(f"{param}_{suffix}", model.param_shapes[param])
 
 
+def _canonical(fn):
+    """Runs an optimizer builder in canonical_scope (its ops are netbrew's own spellings)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with canonical_scope():
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+@_canonical
 def build_sgd(
     model: ModelHelper,
     base_learning_rate: float,
@@ -78,6 +92,7 @@ def build_sgd(
     return lr
 
 
+@_canonical
 def build_adam(
     model: ModelHelper,
     base_learning_rate: float,

@@ -19,13 +19,25 @@ def max_pool(
     blob_in: str,
     blob_out: str,
     *,
-    kernel: Ints,
+    kernel: Ints | None = None,
     stride: Ints | None = None,
     pad: Ints = 0,
+    global_pooling: bool = False,
     **op_args: Any,
 ) -> BlobReference:
-    """Max over each window (stride 1 unless given, as in Caffe2). Emits: MaxPool."""
-    return model.net.MaxPool(blob_in, blob_out, **window_args(kernel, stride, pad), **op_args)
+    """Max over each window (stride 1 unless given, as in Caffe2), or over all spatial axes
+    with global_pooling=True (Caffe2's spelling of global_max_pool). Emits: MaxPool or
+    GlobalMaxPool."""
+    if global_pooling:
+        return global_max_pool(model, blob_in, blob_out)
+    window = window_args(_kernel(kernel, "max_pool", blob_out), stride, pad)
+    return model.net.MaxPool(blob_in, blob_out, **window, **op_args)
+
+
+def _kernel(kernel: Ints | None, helper_name: str, blob_out: str) -> Ints:
+    if kernel is None:
+        raise TypeError(f"brew.{helper_name} {blob_out!r}: give kernel, or global_pooling=True")
+    return kernel
 
 
 @helper
@@ -34,13 +46,18 @@ def average_pool(
     blob_in: str,
     blob_out: str,
     *,
-    kernel: Ints,
+    kernel: Ints | None = None,
     stride: Ints | None = None,
     pad: Ints = 0,
+    global_pooling: bool = False,
     **op_args: Any,
 ) -> BlobReference:
-    """Mean over each window. Emits: AveragePool."""
-    return model.net.AveragePool(blob_in, blob_out, **window_args(kernel, stride, pad), **op_args)
+    """Mean over each window, or over all spatial axes with global_pooling=True. Emits:
+    AveragePool or GlobalAveragePool."""
+    if global_pooling:
+        return global_avg_pool(model, blob_in, blob_out)
+    window = window_args(_kernel(kernel, "average_pool", blob_out), stride, pad)
+    return model.net.AveragePool(blob_in, blob_out, **window, **op_args)
 
 
 @helper

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from netbrew.brew.arg_scope import helper
@@ -28,10 +30,34 @@ def softmax_with_loss(
 
 @helper
 def accuracy(
-    model: ModelHelper, prediction: str, labels: str, blob_out: str = "accuracy", *, top_k: int = 1
+    model: ModelHelper,
+    prediction: str | Sequence[str],
+    labels: str | None = None,
+    blob_out: str = "accuracy",
+    *,
+    top_k: int = 1,
 ) -> BlobReference:
-    """Fraction of rows whose label is among the top_k predictions. Emits: Accuracy."""
+    """Fraction of rows whose label is among the top_k predictions. Emits: Accuracy.
+
+    Caffe2's form, accuracy(model, [prediction, labels], blob_out), is accepted too."""
+    if not isinstance(prediction, str):
+        pair = list(prediction)
+        if len(pair) != 2:
+            raise ValueError(f"brew.accuracy: expected [prediction, labels], got {pair}")
+        if labels is not None:
+            blob_out = labels
+        prediction, labels = pair
+    if labels is None:
+        raise TypeError("brew.accuracy: give labels, or pass [prediction, labels]")
     return model.net.Accuracy([prediction, labels], blob_out, top_k=top_k)
+
+
+@helper
+def iter(model: ModelHelper, blob_out: str = "ITER") -> BlobReference:  # noqa: A001
+    """An int64 iteration counter filled with 0 by param_init_net and incremented by
+    each run of the net (Caffe2's brew.iter). Emits: Iter."""
+    model.add_optimizer_state(blob_out, [1], np.int64(0))
+    return model.net.Iter(blob_out, blob_out)
 
 
 @helper

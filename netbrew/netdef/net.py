@@ -64,6 +64,20 @@ def _scoped(name: str) -> str:
     return name if isinstance(name, BlobReference) or not name else current_name_scope() + name
 
 
+# Caffe2's Net and ModelHelper methods -> netbrew's spelling, for the error on a native Net.
+CAFFE2_METHODS = {
+    "Proto": "proto()",
+    "Name": "name",
+    "AddExternalInput": "add_external_input()",
+    "AddExternalInputs": "add_external_input()",
+    "AddExternalOutput": "add_external_output()",
+    "AddExternalOutputs": "add_external_output()",
+    "AddGradientOperators": "add_gradient_operators() (ModelHelper) or "
+    "netbrew.netdef.autodiff.add_gradient_ops(net, losses)",
+    "Clone": "clone()",
+    "RunAllOnGPU": "run_all_on() (issue 22) or a device_scope",
+}
+
 # Every name a Net was given in this process, so that clones get fresh ones.
 _NAMES_USED: set[str] = set()
 
@@ -104,6 +118,11 @@ class Net:
     def __getattr__(self, op_type: str):
         if op_type.startswith("_"):
             raise AttributeError(op_type)
+        if op_type in CAFFE2_METHODS:
+            raise AttributeError(
+                f"Net has no attribute {op_type!r}: did you mean {CAFFE2_METHODS[op_type]}? "
+                "(Caffe2's method names are on netbrew.caffe2.python.core.Net)"
+            )
         from netbrew.operators import get_schema
 
         get_schema(op_type)  # UnknownOperatorError with suggestions

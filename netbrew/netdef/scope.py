@@ -68,3 +68,22 @@ def device_name(option: DeviceOption | None) -> str:
     if option.device_type == 1:
         return f"cuda:{option.device_id}"
     return f"device_type {option.device_type}:{option.device_id}"
+
+
+def in_canonical_scope() -> bool:
+    """True inside canonical_scope: ops are being added in netbrew's own spellings."""
+    return getattr(_state, "canonical", 0) > 0
+
+
+@contextmanager
+def canonical_scope() -> Iterator[None]:
+    """Marks ops added inside the block as written in netbrew's canonical spellings.
+
+    netbrew.caffe2's `core.Net` translates Caffe2's spellings of every op a script adds
+    (Conv's kernel/pad, Softmax's flattening axis); the brew helpers and optimizers add
+    canonical ops to the same net, and say so with this scope."""
+    _state.canonical = getattr(_state, "canonical", 0) + 1
+    try:
+        yield
+    finally:
+        _state.canonical -= 1

@@ -22,7 +22,7 @@ schema(
     inplace={0: 0},
     dtypes="int",
     onnx=False,
-    doc="iter_out = iter + 1; iter is the int64 [1] counter, written in place",
+    doc="iter_out = iter + 1; iter is the int64 (or int32) [1] counter, written in place",
 )
 schema(
     "LearningRate",
@@ -90,8 +90,9 @@ def _one(x: np.ndarray, op: str, slot: str) -> np.ndarray:
 
 
 def _counter(x: np.ndarray, op: str) -> int:
-    if x.dtype != np.int64:
-        raise ShapeError(f"{op}: input 'iter' has dtype {x.dtype}, expected int64")
+    # Caffe2's optimizers keep an int64 counter; its tutorials also fill an int32 one.
+    if x.dtype not in (np.int64, np.int32):
+        raise ShapeError(f"{op}: input 'iter' has dtype {x.dtype}, expected int64 or int32")
     return int(_one(x, op, "iter"))
 
 
@@ -107,8 +108,8 @@ def _same_shape(op: str, ref: str, arrays: dict[str, np.ndarray]) -> None:
 
 @kernel("Iter")
 def iter_cpu(counter: np.ndarray) -> tuple[np.ndarray]:
-    if _counter(counter, "Iter") == np.iinfo(np.int64).max:
-        raise OverflowError("Iter: the counter has reached the largest int64")
+    if _counter(counter, "Iter") == np.iinfo(counter.dtype).max:
+        raise OverflowError(f"Iter: the counter has reached the largest {counter.dtype}")
     return (counter + 1,)
 
 

@@ -167,3 +167,16 @@ def test_init_params_false_leaves_trained_weights_alone():
     ws.feed_blob("data", np.ones((1, 3), np.float32))
     ws.run_net_once(test.net)
     np.testing.assert_allclose(ws.fetch_blob("fc"), trained.sum(1)[None] + ws.fetch_blob("fc_b"))
+
+
+def test_parameters_made_in_a_name_scope_are_filled_under_that_name():
+    from netbrew.netdef import name_scope
+
+    model = ModelHelper("scoped", seed=0)
+    with name_scope("block"):
+        brew.fc(model, "data", "fc", dim_in=3, dim_out=2)
+    assert model.params == ["block/fc_w", "block/fc_b"]
+    ws = Workspace()
+    ws.run_net_once(model.param_init_net)
+    assert ws.fetch_blob("block/fc_w").shape == (2, 3)
+    assert not ws.has_blob("block/block/fc_w")

@@ -16,19 +16,24 @@ def counter(value):
     return np.array([value], np.int64)
 
 
-def test_iter_increments_in_place():
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])  # Caffe2's tutorials fill int32
+def test_iter_increments_in_place(dtype):
     ws = Workspace()
-    ws.feed_blob("it", counter(0))
+    ws.feed_blob("it", counter(0).astype(dtype))
     op = op_def("Iter", ["it"], ["it"])
     for _ in range(3):
         ws.run_operator_once(op)
     out = ws.fetch_blob("it")
-    assert out.dtype == np.int64 and out.tolist() == [3]
+    assert out.dtype == dtype and out.tolist() == [3]
+    (lr,) = run_op("LearningRate", [out], base_lr=-0.1, policy="step", stepsize=2, gamma=0.5)
+    np.testing.assert_allclose(lr, [-0.05])
 
 
 def test_iter_errors():
-    with pytest.raises(OperatorError, match="'iter' has dtype int32, expected int64"):
-        run_op("Iter", [np.array([0], np.int32)])
+    with pytest.raises(OperatorError, match="'iter' has dtype int16, expected int64 or int32"):
+        run_op("Iter", [np.array([0], np.int16)])
+    with pytest.raises(OperatorError, match="largest int32"):
+        run_op("Iter", [np.array([np.iinfo(np.int32).max], np.int32)])
     with pytest.raises(OperatorError, match=r"'iter' has shape \[2\], expected one value"):
         run_op("Iter", [np.array([0, 1], np.int64)])
     with pytest.raises(OperatorError, match="largest int64"):

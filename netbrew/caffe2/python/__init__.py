@@ -1,0 +1,1 @@
+"""caffe2.python on netbrew: core, workspace, model_helper, brew, optimizer, and the rest."""

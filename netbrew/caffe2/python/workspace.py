@@ -1,0 +1,205 @@
+"""caffe2.python.workspace on netbrew: the module-level current workspace.
+
+Workspaces are netbrew Workspaces kept by name; "default" is current at start. Nets and
+operators may be given as objects (core.Net, NetDef, OperatorDef) or as serialized
+bytes, as Caffe2 took them. Ops written in Caffe2's spellings (CreateOperator's output,
+a NetDef built by hand) are translated when they run or when their net is created. A
+blob that is not there raises BlobNotFound, which `except RuntimeError` catches, as
+Caffe2's errors were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from netbrew.caffe2.python.core import (  # noqa: F401  (GlobalInit: Caffe2 had it here too)
+    GlobalInit,
+    canonical_proto,
+    cuda_device_count,
+    on_cpu_if_no_gpu,
+)
+from netbrew.converters.caffe2.op_by_op import translate_op
+from netbrew.errors import BlobNotFoundError
+from netbrew.executor import Workspace
+from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
+
+GpuDeviceType = 1  # caffe2_pb2.CUDA
+has_gpu_support = has_cuda_support = False
+has_hip_support = False
+
+
+class BlobNotFound(BlobNotFoundError, RuntimeError):
+    """A blob that is not in the current workspace (Caffe2 raised RuntimeError)."""
+
+
+_workspaces: dict[str, Workspace] = {"default": Workspace()}
+_current = "default"
+
+
+def C() -> Workspace:  # noqa: N802
+    """The current netbrew Workspace."""
+    return _workspaces[_current]
+
+
+def CurrentWorkspace() -> str:  # noqa: N802
+    return _current
+
+
+def Workspaces() -> list[str]:  # noqa: N802
+    return sorted(_workspaces)
+
+
+def SwitchWorkspace(name: str, create_if_missing: bool = False) -> None:  # noqa: N802
+    """Makes workspace `name` current; it must exist unless create_if_missing."""
+    global _current
+    if name not in _workspaces:
+        if not create_if_missing:
+            raise RuntimeError(
+                f"workspace {name!r} does not exist (have: {', '.join(sorted(_workspaces))}); "
+                "pass create_if_missing=True to make it"
+            )
+        _workspaces[name] = Workspace()
+    _current = name
+
+
+def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
+    """Drops every blob and net of the current workspace."""
+    C().reset()
+    return True
+
+
+def NumCudaDevices() -> int:  # noqa: N802
+    return cuda_device_count()
+
+
+NumGpuDevices = NumCudaDevices
+
+
+# -- blobs -------------------------------------------------------------------------------
+
+
+def FeedBlob(name: str, arr: Any, device_option: Any = None) -> bool:  # noqa: N802
+    """Stores `arr` as blob `name`; a GPU device_option feeds the CPU when there is no GPU."""
+    on_cpu_if_no_gpu(device_option, f"FeedBlob({str(name)!r})")
+    C().feed_blob(str(name), arr if isinstance(arr, np.ndarray) else np.asarray(arr))
+    return True
+
+
+def FetchBlob(name: str) -> Any:  # noqa: N802
+    try:
+        return C().fetch_blob(str(name))
+    except BlobNotFoundError as e:
+        raise BlobNotFound(str(e)) from None
+
+
+def FetchBlobs(names: Sequence[str]) -> list[Any]:  # noqa: N802
+    return [FetchBlob(n) for n in names]
+
+
+def HasBlob(name: str) -> bool:  # noqa: N802
+    return C().has_blob(str(name))
+
+
+def Blobs() -> list[str]:  # noqa: N802
+    return C().blobs()
+
+
+def RemoveBlob(name: str) -> None:  # noqa: N802
+    C().remove_blob(str(name))
+
+
+class _Blobs:
+    """`workspace.blobs[name]` reads, `workspace.blobs[name] = value` feeds."""
+
+    def __getitem__(self, name: str) -> Any:
+        return FetchBlob(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        FeedBlob(name, value)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and HasBlob(name)
+
+    def __len__(self) -> int:
+        return len(Blobs())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(Blobs())
+
+
+blobs = _Blobs()
+
+
+# -- operators and nets --------------------------------------------------------------------
+
+
+def _op(op: OperatorDef | bytes) -> OperatorDef:
+    if isinstance(op, (bytes, bytearray)):
+        op = OperatorDef.FromString(bytes(op))
+    return op
+
+
+def _canonical_net(net: Any) -> NetDef:
+    """A net as netbrew runs it: Caffe2-spelled ops translated, GPU ops on the CPU."""
+    if isinstance(net, (bytes, bytearray)):
+        net = NetDef.FromString(bytes(net))
+    proto = canonical_proto(net.proto() if hasattr(net, "proto") else net)
+    gpu = [op for op in proto.op if op.device_option.device_type == GpuDeviceType]
+    if gpu and on_cpu_if_no_gpu(gpu[0].device_option, f"net {proto.name!r}").device_type == 0:
+        proto = NetDef.FromString(proto.SerializeToString())
+        for op in proto.op:
+            if op.device_option.device_type == GpuDeviceType:
+                op.device_option.device_type, op.device_option.device_id = 0, 0
+    return proto
+
+
+def RunOperatorOnce(operator: OperatorDef | bytes) -> bool:  # noqa: N802
+    for op in translate_op(_op(operator)):
+        _run(lambda op=op: C().run_operator_once(op))
+    return True
+
+
+def RunOperatorsOnce(operators: Sequence[OperatorDef | bytes]) -> bool:  # noqa: N802
+    for op in operators:
+        RunOperatorOnce(op)
+    return True
+
+
+def RunNetOnce(net: Any) -> bool:  # noqa: N802
+    proto = _canonical_net(net)
+    _run(lambda: C().run_net_once(proto))
+    return True
+
+
+def CreateNet(net: Any, overwrite: bool = False, input_blobs: Any = None) -> bool:  # noqa: N802
+    """Instantiates `net` (kernels resolved once), to run by name with RunNet."""
+    C().create_net(_canonical_net(net), overwrite=overwrite)
+    return True
+
+
+def CreateNetOnce(net: Any) -> bool:  # noqa: N802
+    """CreateNet, unless a net of that name exists already."""
+    name = _canonical_net(net).name
+    if name not in C().nets():
+        CreateNet(net)
+    return True
+
+
+def RunNet(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:  # noqa: N802
+    key = name.Name() if hasattr(name, "Name") else name.name if hasattr(name, "name") else name
+    _run(lambda: C().run_net(str(key), num_iter=num_iter))
+    return True
+
+
+def Nets() -> list[str]:  # noqa: N802
+    return C().nets()
+
+
+def _run(fn) -> None:
+    try:
+        fn()
+    except BlobNotFoundError as e:
+        raise BlobNotFound(str(e)) from e
