@@ -526,3 +526,19 @@ def test_unknown_aten_operator_and_argument_are_refused_by_name():
     assert "ATen (op #1 'bag_lookup'): ATen operator 'embedding_bag' has no translation" in text
     assert "translated: adaptive_avg_pool2d, flatten" in text
     assert "ATen (op #2 'up'): ATen operator 'upsample_nearest2d': argument(s) scales_h" in text
+
+
+def test_prelu_slope_runs_along_the_channel_axis_of_order():
+    x = RNG.normal(size=(2, 3, 4, 3)).astype(np.float32)  # W == C: broadcasting would misalign
+    slope = np.array([0.1, 0.2, 0.3], np.float32)
+
+    def build(net):
+        brew_op(net, "PRelu", ["x", "slope"], ["nchw"], device=None)
+        brew_op(net, "PRelu", ["x", "slope"], ["nhwc"], device=None, order="NHWC")
+        brew_op(net, "PRelu", ["x", "shared"], ["one"], device=None)
+
+    feeds = {"x": x, "slope": slope, "shared": slope[:1]}
+    nchw, nhwc, one = run_ops(build, feeds, ["nchw", "nhwc", "one"])
+    np.testing.assert_allclose(nchw, np.where(x < 0, x * slope[:, None, None], x), rtol=1e-6)
+    np.testing.assert_allclose(nhwc, np.where(x < 0, x * slope, x), rtol=1e-6)
+    np.testing.assert_allclose(one, np.where(x < 0, x * 0.1, x), rtol=1e-6)

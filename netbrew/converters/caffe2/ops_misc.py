@@ -219,7 +219,6 @@ def channel_shuffle(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
     "Relu",
     "Sigmoid",
     "Tanh",
-    "PRelu",
     "Softplus",
     "Elu",
     "LeakyRelu",
@@ -240,6 +239,31 @@ def same_name(op: OperatorDef, ctx: Context) -> list[OperatorDef]:  # fmt: skip
     ctx.arg("order")
     kind = "Identity" if op.type == "Copy" else op.type
     return [ctx.make(kind, op.input, op.output, **args)]
+
+
+@translator("PRelu")
+def prelu(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """Caffe2's slope ([C], or [1] shared) runs along the channel axis of `order`. NHWC's
+    is the last axis, where PRelu broadcasts it; NCHW's slope is reshaped to
+    [C, 1, ..., 1] (rank(X) - 2 ones), since [C] would align with W."""
+    x, slope = op.input
+    if nhwc(ctx):
+        return [ctx.make("PRelu", [x, slope], op.output)]
+    n = ctx.name
+    shape, rank, pad, ones, target, channel_slope = (
+        n("shape"), n("rank"), n("pad"), n("ones"), n("target"), n("slope"))  # fmt: skip
+    two, two_op = ctx.const([2])
+    minus_one, minus_one_op = ctx.const([-1])
+    return [
+        two_op, minus_one_op,
+        ctx.make("Shape", [x], [shape]),
+        ctx.make("Size", [shape], [rank]),
+        ctx.make("Sub", [rank, two], [pad]),
+        ctx.make("ConstantOfShape", [pad], [ones], value=np.ones(1, np.int64)),
+        ctx.make("Concat", [minus_one, ones], [target], axis=0),
+        ctx.make("Reshape", [slope, target], [channel_slope]),
+        ctx.make("PRelu", [x, channel_slope], op.output),
+    ]  # fmt: skip
 
 
 @translator(
