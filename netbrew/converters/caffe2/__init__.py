@@ -5,7 +5,10 @@
 
 Caffe2's spellings (Conv's kernel/stride/pad/order, MaxPool's legacy_pad, Add's
 broadcast/axis, Concat's split_info, SpatialBN, Softmax's flattening axis...) are
-translated here, once; kernels and exporters never see them.
+translated here, once; kernels and exporters never see them. So are the arguments
+brew's ModelHelper writes on every op (order, use_cudnn...), which are dropped, the ATen
+ops of PyTorch's Caffe2 exports (ops_aten), and the CUDA placements of a model written
+on a GPU machine: those ops run on CPU, with one DeviceFallbackWarning (devices).
 """
 
 from __future__ import annotations
