@@ -11,7 +11,7 @@ from typing import Any
 from netbrew.brew.initializers import ConstantInit, FromArray, XavierInit
 from netbrew.brew.model_helper import Tags
 from netbrew.netdef.net import BlobReference
-from netbrew.netdef.scope import canonical_scope, name_scope
+from netbrew.netdef.scope import canonical_scope, current_name_scope, name_scope
 
 
 def LSTM(  # noqa: N802
@@ -46,7 +46,11 @@ def LSTM(  # noqa: N802
         (dim_out,) = dim_out
     if cell_kwargs or drop_states or static_rnn_unroll_size:
         raise NotImplementedError(f"rnn_cell.LSTM: options {sorted(cell_kwargs)} not supported")
-    h0, c0 = initial_states
+    # The inputs are named in the caller's scope; params and outputs in the LSTM's.
+    x, lengths, h0, c0 = (
+        b if isinstance(b, BlobReference) else BlobReference(current_name_scope() + b)
+        for b in (input_blob, seq_lengths, *initial_states)
+    )
     hid = int(dim_out)
     bias = [0.0] * (8 * hid)
     bias[2 * hid : 3 * hid] = [float(forget_bias)] * hid  # ONNX's gates: i o f c
@@ -55,7 +59,7 @@ def LSTM(  # noqa: N802
         r = model.create_param("R", [1, 4 * hid, hid], XavierInit(), Tags.WEIGHT)
         b = model.create_param("B", [1, 8 * hid], _bias(bias, forget_bias), Tags.BIAS)
         y, h_last, c_last = model.net.LSTM(
-            [input_blob, w, r, b, seq_lengths, h0, c0],
+            [x, w, r, b, lengths, h0, c0],
             ["hidden_t_all_4d", "hidden_t_last", "cell_t_last"],
             hidden_size=hid,
         )
