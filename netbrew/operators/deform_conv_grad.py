@@ -23,20 +23,13 @@ from netbrew.operators.conv import check_grad_shape
 from netbrew.operators.deform_conv import deform_geometry, sample_columns
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.grid_sample_grad import sample_gradient
-from netbrew.operators.schema import gradient, kernel, schema
+from netbrew.operators.schema import SCHEMAS, gradient, kernel, schema
 
 schema(
     "DeformConvGradient",
     inputs=["X", "W", "offset", "dY", "mask?"],
     outputs=["dX", "dW?", "doffset?", "dB?", "dmask?"],
-    attrs={
-        "dilations": None,
-        "group": 1,
-        "kernel_shape": None,
-        "offset_group": 1,
-        "pads": None,
-        "strides": None,
-    },
+    attrs=SCHEMAS["DeformConv"].attrs,  # the forward's attributes, copied by the maker
     dtypes="float",
     onnx=False,
     output_mask=True,

@@ -35,23 +35,13 @@ from netbrew.operators.resize import (
     resize_work_dtype,
     taps,
 )
-from netbrew.operators.schema import gradient, kernel, schema
+from netbrew.operators.schema import SCHEMAS, gradient, kernel, schema
 
 schema(
     "ResizeGradient",
     inputs=["X", "dY", "roi?", "scales?", "sizes?"],
     outputs=["dX", "droi?"],
-    attrs={
-        "antialias": 0,
-        "axes": None,
-        "coordinate_transformation_mode": "half_pixel",
-        "cubic_coeff_a": -0.75,
-        "exclude_outside": 0,
-        "extrapolation_value": 0.0,
-        "keep_aspect_ratio_policy": "stretch",
-        "mode": "nearest",
-        "nearest_mode": "round_prefer_floor",
-    },
+    attrs=SCHEMAS["Resize"].attrs,  # the forward's attributes, copied by the maker
     dtypes={0: "float", 1: "float", 2: "float", 3: "float", 4: "int"},
     onnx=False,
     output_mask=True,

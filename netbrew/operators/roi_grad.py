@@ -24,20 +24,13 @@ from netbrew.netdef.net import op_def
 from netbrew.operators.conv import check_grad_shape
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.roi import plan_roi_align
-from netbrew.operators.schema import gradient, kernel, schema
+from netbrew.operators.schema import SCHEMAS, gradient, kernel, schema
 
 schema(
     "RoiAlignGradient",
     inputs=["X", "rois", "batch_indices", "dY"],
     outputs=["dX"],
-    attrs={
-        "coordinate_transformation_mode": "half_pixel",
-        "mode": "avg",
-        "output_height": 1,
-        "output_width": 1,
-        "sampling_ratio": 0,
-        "spatial_scale": 1.0,
-    },
+    attrs=SCHEMAS["RoiAlign"].attrs,  # the forward's attributes, copied by the maker
     dtypes={0: "float", 1: "float", 2: "int", 3: "float"},
     onnx=False,
     doc="dX[b, c, h, w] = sum over the bins of the ROIs r of batch b of dY[r, c, bin] * "

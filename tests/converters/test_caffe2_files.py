@@ -13,6 +13,7 @@ from netbrew.errors import DeviceFallbackWarning, UnsupportedConversion
 from netbrew.executor import Predictor, Workspace
 from netbrew.netdef import op_def
 from netbrew.proto.netbrew_pb2 import DeviceOption, NetDef
+from tests.converters.test_caffe2 import run_legacy as run_ops
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -230,19 +231,6 @@ def test_training_ops_and_fillers_with_brew_arguments():
     np.testing.assert_allclose(ws.fetch_blob("loss"), xent.mean(), rtol=1e-5)
     expected = (prob.argmax(1) == label).mean()
     assert ws.fetch_blob("accuracy") == pytest.approx(expected)
-
-
-def run_ops(build, feeds, outputs):
-    """Builds a CPU Caffe2 net with `build(net)`, loads it and runs it on `feeds`."""
-    net = NetDef(name="ops")
-    build(net)
-    net.external_input.extend(feeds)
-    _, canonical = caffe2.load(NetDef(name="init"), net)
-    ws = Workspace()
-    for name, value in feeds.items():
-        ws.feed_blob(name, value)
-    ws.run_net_once(canonical)
-    return [ws.fetch_blob(o) for o in outputs]
 
 
 def add(net, op_type, inputs, outputs, **args):

@@ -31,6 +31,7 @@ from netbrew.proto.netbrew_pb2 import DeviceOption as _DeviceOption
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef, TensorProto
 
 BlobReference = _net.BlobReference
+_as_list = _net._as_list  # None, one name or a sequence of names -> list
 DataType = TensorProto.DataType
 _CUDA = 1
 
@@ -143,14 +144,6 @@ def CreateOperator(  # noqa: N802
         op.arg.extend(arg)
     set_args(op, {k: v for k, v in kwargs.items() if v is not None})
     return op
-
-
-def _as_list(blobs: Any) -> list:
-    if blobs is None:
-        return []
-    if isinstance(blobs, str):
-        return [blobs]
-    return list(blobs)
 
 
 class Net(_net.Net):
