@@ -15,8 +15,12 @@ from netbrew.errors import NetbrewError
 from netbrew.proto.netbrew_pb2 import NetDef
 
 
-def resolve_model(model: str, init: str | None = None) -> tuple[NetDef | None, NetDef]:
-    """(init_net, predict_net) from a model folder or a predict_net file plus --init."""
+def resolve_model(
+    model: str, init: str | None = None, strict: bool = False
+) -> tuple[NetDef | None, NetDef]:
+    """(init_net, predict_net) from a model folder or a predict_net file plus --init.
+
+    strict: refuse a Caffe2 file whose ops ask for a GPU instead of running them on CPU."""
     from netbrew.netdef import load_net
 
     path = Path(model)
@@ -29,7 +33,7 @@ def resolve_model(model: str, init: str | None = None) -> tuple[NetDef | None, N
     from netbrew.converters import caffe2
 
     if caffe2.looks_legacy(net):  # Caffe2 spellings: translate them once, here
-        init_net, net = caffe2.load(init_net or NetDef(name="init"), net)
+        init_net, net = caffe2.load(init_net or NetDef(name="init"), net, strict=strict)
     return init_net, net
 
 
@@ -61,7 +65,7 @@ def param_count(init_net: NetDef | None) -> int:
 def cmd_info(ns: argparse.Namespace) -> int:
     from netbrew.operators import KERNELS, SCHEMAS
 
-    init_net, net = resolve_model(ns.model, ns.init)
+    init_net, net = resolve_model(ns.model, ns.init, ns.strict)
     print(f"net {net.name or '<unnamed>'}: {len(net.op)} ops, type {net.type or 'simple'}")
     print(f"inputs:  {', '.join(net.external_input) or '-'}")
     print(f"outputs: {', '.join(net.external_output) or '-'}")
@@ -78,7 +82,7 @@ def cmd_info(ns: argparse.Namespace) -> int:
 def cmd_run(ns: argparse.Namespace) -> int:
     from netbrew.executor import Predictor
 
-    init_net, net = resolve_model(ns.model, ns.init)
+    init_net, net = resolve_model(ns.model, ns.init, ns.strict)
     feeds = {}
     for item in ns.input:
         name, sep, file = item.partition("=")
@@ -229,6 +233,9 @@ def cmd_demo(ns: argparse.Namespace) -> int:
     return demo_main(ns.output)
 
 
+_STRICT = "refuse a Caffe2 model whose ops ask for a GPU (default: run them on CPU)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="netbrew", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -246,10 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="ops, parameters, inputs and outputs of a model")
     info.add_argument("model", help="predict_net .pb/.pbtxt, or a model folder")
     info.add_argument("--init", help="init_net file")
+    info.add_argument("--strict", action="store_true", help=_STRICT)
     info.set_defaults(func=cmd_info)
     run = sub.add_parser("run", help="run a model on .npy inputs; writes outputs as .npy")
     run.add_argument("model", help="predict_net .pb/.pbtxt, or a model folder")
     run.add_argument("--init", help="init_net file")
+    run.add_argument("--strict", action="store_true", help=_STRICT)
     run.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeat)")
     run.add_argument("-o", "--output", default=".", help="folder for the output .npy files")
     run.set_defaults(func=cmd_run)

@@ -204,6 +204,9 @@ def test_cli_info_and_run_on_a_gpu_written_brew_model(tmp_path, capsys):
     assert code == 0
     prob = np.load(tmp_path / "out" / "prob.npy")
     np.testing.assert_allclose(prob, resnet_reference(weights, x), rtol=1e-4, atol=1e-6)
+    capsys.readouterr()
+    assert main(["run", str(folder), "--strict", "--input", f"data={tmp_path / 'x.npy'}"]) != 0
+    assert "25 op(s) asked for a GPU" in capsys.readouterr().err
 
 
 def test_training_ops_and_fillers_with_brew_arguments():

@@ -146,3 +146,12 @@ def test_lint_reports_every_problem():
     assert "op #2 MatMul: writes input 0 ('x') in place as output 0" in text
     assert "op #3 Relu: unknown argument 'bogus'" in text
     assert "external output 'never' is never produced" in text
+
+
+def test_caffe2_method_names_on_a_native_net_point_to_netbrews():
+    net = Net("native")
+    with pytest.raises(AttributeError, match=r"'Proto': did you mean proto\(\)\?"):
+        net.Proto()
+    with pytest.raises(AttributeError, match="did you mean add_gradient_operators"):
+        net.AddGradientOperators(["loss"])
+    assert not hasattr(net, "Name")
