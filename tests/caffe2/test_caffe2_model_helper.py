@@ -26,7 +26,8 @@ def test_caffe2_brew_signatures_build_and_train():
         model.AddGradientOperators([loss])
     opt = optimizer.build_sgd(model, base_learning_rate=0.1, momentum=0.9)
     assert opt.get_auxiliary_parameters()[0] == "optimizer_iteration"
-    assert model.GetParams() == ["conv_w", "conv_b", "m_fc_0_w", "m_fc_0_b"]
+    fc = f"{model.net.Name()}_fc_0"  # blob_out=None: a fresh name
+    assert model.GetParams() == ["conv_w", "conv_b", f"{fc}_w", f"{fc}_b"]
     assert set(model.param_to_grad) == set(model.GetParams())
     ops = [op.type for op in model.net.Proto().op]
     assert "GlobalMaxPool" in ops and ops.count("MomentumSGDUpdate") == 4

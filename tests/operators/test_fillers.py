@@ -173,7 +173,6 @@ def test_huge_shape_is_refused_before_allocating(op):
         ("ConstantFill", [], {"shape": [2], "extra_shape": [3]}, "extra_shape needs an input"),
         ("ConstantFill", [np.zeros((2, 2))], {"input_as_shape": 1}, "must be a 1-D integer"),
         ("ConstantFill", [], {"shape": [-1, 2]}, "has a negative dimension"),
-        ("ConstantFill", [], {"shape": [2], "dtype": 99}, "has no numpy equivalent"),
         ("UniformFill", [], {"shape": [2], "min": 2.0, "max": 1.0}, "min=2.0 is greater"),
         ("GaussianFill", [], {"shape": [2], "std": -1.0}, "std is -1.0"),
         ("XavierFill", [], {"shape": []}, "no dim 0"),
@@ -183,3 +182,16 @@ def test_huge_shape_is_refused_before_allocating(op):
 def test_errors(op, inputs, attrs, match):
     with pytest.raises(OperatorError, match=match):
         run_op(op, inputs, **attrs)
+
+
+def test_an_unknown_dtype_is_refused_when_built_and_when_run():
+    from netbrew.errors import SchemaError
+    from netbrew.executor import Workspace
+    from netbrew.netdef import op_def
+
+    with pytest.raises(SchemaError, match="ConstantFill: argument dtype=99 is not a tensor type"):
+        op_def("ConstantFill", [], ["y"], shape=[2], dtype=99)
+    raw = op_def("ConstantFill", [], ["y"], shape=[2])
+    raw.arg.add(name="dtype", i=99)  # as a NetDef file may hold it
+    with pytest.raises(OperatorError, match="has no numpy equivalent"):
+        Workspace().run_operator_once(raw)
