@@ -203,3 +203,40 @@ def _run(fn) -> None:
         fn()
     except BlobNotFoundError as e:
         raise BlobNotFound(str(e)) from e
+
+
+class Predictor:
+    """Caffe2's Predictor binding: `Predictor(init_net, predict_net).run(inputs)`.
+
+    The nets may be NetDefs or serialized bytes, in Caffe2's spellings or netbrew's
+    (converters.caffe2.load translates them); `inputs` is a list, filling the predict
+    net's external inputs in order as Caffe2's did, or a dict by name. Returns the
+    outputs as a list, in the predict net's external-output order. It runs on netbrew's
+    Predictor, in a workspace of its own.
+    """
+
+    def __init__(self, init_net: Any, predict_net: Any) -> None:
+        from netbrew.converters import caffe2
+        from netbrew.executor import Predictor as _Predictor
+
+        init, predict = (_net_proto(n) for n in (init_net, predict_net))
+        self._input_order = list(predict.external_input)
+        self._predictor = _Predictor(*caffe2.load(init, predict))
+
+    def run(self, inputs: Any) -> list[np.ndarray]:
+        if not isinstance(inputs, dict):
+            inputs = list(inputs)
+            if len(inputs) > len(self._input_order):
+                raise ValueError(
+                    f"Predictor.run: {len(inputs)} inputs, but the net has only "
+                    f"{len(self._input_order)} external inputs: {self._input_order}"
+                )
+            inputs = dict(zip(self._input_order, inputs))
+        outputs = self._predictor.run(inputs)
+        return [outputs[name] for name in self._predictor.output_names]
+
+
+def _net_proto(net: Any) -> NetDef:
+    if isinstance(net, (bytes, bytearray)):
+        return NetDef.FromString(bytes(net))
+    return net.proto() if hasattr(net, "proto") else net
