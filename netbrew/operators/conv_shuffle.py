@@ -8,7 +8,8 @@ a copy of the conv's output and three op dispatches; here a grouped conv with G 
 group's GEMM straight into its shuffled channels, a strided output BLAS takes at full
 speed. Other convs shuffle their output with one copy. The shuffle's shapes are checked at
 run time against the conv's output exactly as the Reshape ops would; shapes that do not
-describe a channel shuffle run the three ops' semantics literally. No gradient; ONNX
+describe a channel shuffle run the three ops' semantics literally. The gradient is
+Relu's (with relu=1), the shuffle's undone, then Conv's (netbrew.operators.fused_grad); ONNX
 export writes the original nodes back (netbrew.converters.onnx.fused_to_onnx).
 """
 
@@ -24,7 +25,7 @@ from netbrew.operators.conv import _ATTRS, check_conv_operands, conv_cpu
 from netbrew.operators.conv_depthwise import use_depthwise
 from netbrew.operators.conv_shift import use_shift
 from netbrew.operators.fused import relu_in_place
-from netbrew.operators.schema import REQUIRED, gradient_not_written, kernel, schema
+from netbrew.operators.schema import REQUIRED, kernel, schema
 from netbrew.operators.shape import reshape_dims
 from netbrew.operators.window import Window, im2col, make_window, work_dtype
 
@@ -39,10 +40,6 @@ schema(
     "Z = Conv(X, W, B), or max(Conv(X, W, B), 0) if relu=1; grouped_shape (N, G, M/G, *S) "
     "and shape (N, M, *S) as the Reshape ops' shape inputs (0 copies a dim, -1 infers one); "
     "inputs and other attributes as Conv",
-)
-gradient_not_written(
-    "ConvShuffle",
-    "inference-only fused op: differentiate the net before its inference passes",
 )
 
 

@@ -13,7 +13,8 @@ The weights' transform U (`winograd_weights`, (16, C, M)) is made once, by the
 as Conv on W where the Winograd path does not pay, and exports as a plain Conv on W. Where
 the pass knows the image size and the larger-tile F(4x4, 3x3) pays there
 (conv_winograd4.use_winograd4), U is that transform instead, (36, C, M), and the op runs
-conv_winograd4; the op tells the two apart by U's shape.
+conv_winograd4; the op tells the two apart by U's shape. The gradient is Conv's in X, W and
+B (netbrew.operators.fused_grad); U, derived from W by the pass, gets none.
 
 Rounding: the transforms add and subtract (and halve, in U), so results differ from the
 direct conv by a few ulps of the sum of |products| (measured 7e-7 of the output's largest
@@ -28,7 +29,7 @@ from netbrew.operators import conv
 from netbrew.operators.conv_hwc import hwc_correlate, hwc_matches
 from netbrew.operators.conv_winograd4 import transform4_matches, use_winograd4, winograd4_correlate
 from netbrew.operators.fused import relu_in_place
-from netbrew.operators.schema import get_schema, gradient_not_written, kernel, schema
+from netbrew.operators.schema import get_schema, kernel, schema
 from netbrew.operators.window import make_window
 from netbrew.operators.winograd_tiles import (
     Tiling,
@@ -68,11 +69,8 @@ for _fused in ("ConvWinograd", "ConvWinogradRelu"):
         "F(2x2, 3x3) or winograd4_weights(W) (36, C, M) for F(4x4, 3x3), where stride-1 3x3 "
         "convs on large enough images run through U (see conv_winograd, conv_winograd4), or "
         "hwc_weights(W) (kh, kw, C, M), W laid out for a channels-last im2col (conv_hwc); "
-        "the rest run as Conv does. Made by the winograd_convs pass; exported as Conv",
-    )
-    gradient_not_written(
-        _fused,
-        "inference-only fused op: differentiate the net before its inference passes",
+        "the rest run as Conv does. Made by the winograd_convs pass; exported as Conv; "
+        "gradient: Conv's in X, W and B (U, derived from W, gets none)",
     )
 
 

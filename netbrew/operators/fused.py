@@ -2,8 +2,10 @@
 
 Made by netbrew.netdef.passes.fuse_activation for inference: the Relu runs in place on the
 base op's fresh output, so the net holds one blob and one op fewer. Each takes exactly its
-base op's inputs and attributes. They have no gradient; ONNX export splits them back into
-the base op and a Relu (see netbrew.converters.onnx.fused_to_onnx).
+base op's inputs and attributes. Their gradients are Relu's then the base op's
+(netbrew.operators.fused_grad), so a net differentiated after its inference passes gets the
+unfused net's gradients; ONNX export splits them back into the base op and a Relu (see
+netbrew.converters.onnx.fused_to_onnx).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from netbrew.operators import conv, matmul  # noqa: F401  (declare the base ops first)
-from netbrew.operators.schema import get_kernel, get_schema, gradient_not_written, kernel, schema
+from netbrew.operators.schema import get_kernel, get_schema, kernel, schema
 from netbrew.operators.zeros import relu
 
 FUSED_RELU: dict[str, str] = {"Conv": "ConvRelu", "Gemm": "GemmRelu", "FC": "FCRelu"}
@@ -50,10 +52,6 @@ def _declare(base: str, fused: str) -> None:
     fused_cpu.__name__ = fused_cpu.__qualname__ = f"{fused.lower()}_cpu"
     fused_cpu.__doc__ = f"{base} kernel, then Relu on its output in place."
     kernel(fused)(fused_cpu)
-    gradient_not_written(
-        fused,
-        "inference-only fused op: differentiate the net before its inference passes",
-    )
 
 
 for _base, _fused in FUSED_RELU.items():

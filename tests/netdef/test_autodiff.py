@@ -116,15 +116,22 @@ def test_stop_gradient_cuts_the_path():
     assert "v" in grads and "w" not in grads and "x" not in grads
 
 
-def test_gradient_not_written_is_an_error_that_names_the_op_and_why():
-    net = Net("fused")
-    net.ConvRelu(["x", "w"], "y", pads=[1, 1, 1, 1])
+def test_gradient_not_written_is_an_error_that_names_the_op_and_why(
+    ops_without_gradient, monkeypatch
+):
+    from netbrew.operators import GRADIENTS, gradient_not_written
+
+    monkeypatch.setattr(GRADIENTS, "_items", dict(GRADIENTS._items))  # undone after the test
+    gradient_not_written("NoGradA", "a throwaway op's reason")
+    net = Net("unwritten")
+    net.Mul(["x", "w"], "xw")
+    net.NoGradA("xw", "y")
     net.ReduceSum(["y"], "loss", keepdims=0)
     with pytest.raises(SchemaError) as info:
         add_gradient_ops(net, ["loss"], wrt=["w"])
     text = str(info.value)
-    assert "1 op(s) on the path to the loss have no gradient: op #0 ConvRelu" in text
-    assert "inference-only fused op" in text
+    assert "1 op(s) on the path to the loss have no gradient: op #1 NoGradA" in text
+    assert "a throwaway op's reason" in text
 
 
 def test_an_op_with_no_gradient_in_math_stops_the_walk_quietly():
