@@ -40,6 +40,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     fillers,
     fused,
     fused_elementwise,
+    fused_elementwise_grad,
     fused_grad,
     generators,
     generators_grad,

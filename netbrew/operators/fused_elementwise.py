@@ -8,7 +8,8 @@ float (the step then runs the op's own kernel). Results equal the unfused ops' b
 bit: same dtype checks, same broadcasting, same arithmetic in the same order (Sigmoid and
 LeakyRelu pick their branch without masks, as max/min of the same two values). Export
 expands the op back into its original nodes (netbrew.converters.onnx.fused_to_onnx).
-No gradient: an inference pass.
+Its gradient is the steps' own gradients, chained in reverse
+(netbrew.operators.fused_elementwise_grad).
 
 The chain is stored in list arguments:
 - `ops`: the op type of each step, e.g. ["Add", "Relu", "Mul"];
@@ -40,7 +41,6 @@ from netbrew.operators.schema import (
     REQUIRED,
     get_kernel,
     get_schema,
-    gradient_not_written,
     kernel,
     schema,
 )
@@ -268,12 +268,6 @@ def fused_elementwise_cpu(
     return (y,)
 
 
-gradient_not_written(
-    "FusedElementwise",
-    "inference-only fused op: differentiate the net before its inference passes",
-)
-
-
 def fusible(op: OperatorDef) -> bool:
     """Whether `op` may be a step: a STEP_SLOTS type with as many inputs as slots (Clip:
     1 to 3), one output, no control inputs and no arguments beyond STEP_ATTRS."""
@@ -337,12 +331,25 @@ def fuse_chain(steps: Sequence[OperatorDef], blobs: Sequence[str] = ()) -> Opera
     return op
 
 
+def chain_steps(op: OperatorDef) -> tuple[tuple[str, tuple[int, ...], dict[str, float]], ...]:
+    """The steps of a FusedElementwise op: (op type, slot codes, attributes) each, the slot
+    codes being input indices, RUNNING or ABSENT and the attributes filled with defaults
+    (cached and shared between calls: read them, do not modify them).
+
+    Raises:
+        SchemaError: the op's arguments do not describe a chain over its inputs.
+    """
+    given = args_dict(op.arg)
+    params = tuple(given.get("params", []))
+    return _plan(tuple(given["ops"]), tuple(given["slots"]), params, len(op.input))
+
+
 def expand(op: OperatorDef) -> list[OperatorDef]:
     """The ops a FusedElementwise computes, one per step: the recorded intermediate blob
     and op names where there are some (fresh `<Y>__step<k>` blob names otherwise)."""
     given = args_dict(op.arg)
     params = tuple(given.get("params", []))
-    steps = _plan(tuple(given["ops"]), tuple(given["slots"]), params, len(op.input))
+    steps = chain_steps(op)
     blobs, names = list(given.get("blobs", [])), list(given.get("names", []))
     taken = {*op.input, *op.output}
     out, prev, p = [], "", 0

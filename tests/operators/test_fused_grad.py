@@ -1,25 +1,34 @@
-"""Gradients of the fused inference ops ConvRelu, GemmRelu, FCRelu, ConvWinograd,
-ConvWinogradRelu and ConvShuffle, by central differences."""
+"""Gradients of the fused inference ops (ConvRelu, GemmRelu, FCRelu, ConvWinograd,
+ConvWinogradRelu, ConvShuffle, FusedElementwise) by central differences, and a CNN optimized
+by the inference passes differentiated to the unoptimized net's parameter gradients."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from netbrew.errors import OperatorError
+from netbrew.errors import OperatorError, SchemaError
 from netbrew.executor import Workspace
 from netbrew.netdef import Net, op_def
 from netbrew.netdef.args import args_dict
 from netbrew.netdef.autodiff import add_gradient_ops
+from netbrew.netdef.passes import (
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+    fold_constants,
+    fuse_elementwise,
+    rewrite_for_inference,
+)
 from netbrew.operators import GRADIENTS
 from netbrew.operators import conv_winograd as cw
 from netbrew.operators.conv_hwc import hwc_weights
 from netbrew.operators.conv_winograd4 import winograd4_weights
+from netbrew.proto.netbrew_pb2 import NetDef
 from netbrew.testing import check_gradient, rand, run_op
 
 EPS = 1e-6
-"""Central-difference step: small enough that no output crosses a Relu kink (the inputs stay
-further than that from them), float64 keeps the quotient accurate."""
+"""Central-difference step: small enough that no output crosses a Relu kink or a Clip bound
+(the inputs stay further than that from them), float64 keeps the quotient accurate."""
 
 
 def run_gradient(op, inputs, dy, wanted):
@@ -249,3 +258,237 @@ def test_conv_shuffle_output_gradient_checks_shapes():
     with pytest.raises(OperatorError, match="grouped_shape"):
         run_op("ConvShuffleOutputGradient", [x, w, rand(1, 4, 3, 3)], group=2,
                grouped_shape=[1, 36], shape=[1, 4, 3, 3])  # fmt: skip
+
+
+# FusedElementwise, made by the fuse_elementwise pass
+
+CHAINS = {  # (steps as (type, inputs, attrs) writing t0, t1, ...; other inputs: shapes)
+    "add_relu_mul_tanh": (
+        [("Add", ["x", "b"], {}), ("Relu", ["t0"], {}), ("Mul", ["t1", "s"], {})]
+        + [("Tanh", ["t2"], {})],
+        {"b": (4, 1), "s": (5,)},
+    ),
+    "swapped_sub_div_neg": (
+        [("Sub", ["c", "x"], {}), ("Div", ["c", "t0"], {}), ("Neg", ["t1"], {})],
+        {"c": (1, 5)},
+    ),
+    "sigmoid_leaky_clip": (
+        [("Sigmoid", ["x"], {}), ("Sub", ["t0", "h"], {}), ("LeakyRelu", ["t1"], {"alpha": 0.2})]
+        + [("Clip", ["t2", "lo", "hi"], {})],
+        {"h": (), "lo": (), "hi": ()},
+    ),
+    "swish_square_sqrt_exp_log": (  # x read twice, and Mul(t1, t1)
+        [("Sigmoid", ["x"], {}), ("Mul", ["x", "t0"], {}), ("Mul", ["t1", "t1"], {})]
+        + [("Sqrt", ["t2"], {}), ("Exp", ["t3"], {}), ("Log", ["t4"], {})],
+        {},
+    ),
+    "abs_broadcast_grows_hard_sigmoid_reciprocal_clip": (
+        [("Abs", ["x"], {}), ("Add", ["t0", "w"], {}), ("HardSigmoid", ["t1"], {})]
+        + [("Reciprocal", ["t2"], {}), ("Clip", ["t3", "", "hi"], {})],
+        {"w": (2, 1, 1, 1), "hi": ()},
+    ),
+    "sum_max_min": (
+        [("Sum", ["x", "b"], {}), ("Max", ["t0", "lo"], {}), ("Min", ["hi", "t1"], {})],
+        {"b": (5,), "lo": (), "hi": ()},
+    ),
+}
+CONSTANTS = {"lo": -0.3, "hi": 1.2, "h": 0.5, "c": 3.0}
+"""Inputs given these values (bounds; c keeps Div away from zero)."""
+NO_GRADIENT = {"lo", "hi"}
+"""Clip's bounds get no gradient (as Clip's own maker); Max's and Min's do."""
+
+
+def fused_by_the_pass(chain):
+    """The FusedElementwise op fuse_elementwise makes of the chain, and its inputs' values."""
+    spec, extra = CHAINS[chain]
+    net = NetDef(name=chain, external_input=["x", *extra], external_output=[f"t{len(spec) - 1}"])
+    net.op.extend(op_def(t, ins, [f"t{k}"], **a) for k, (t, ins, a) in enumerate(spec))
+    out = fuse_elementwise(net)
+    assert [op.type for op in out.op] == ["FusedElementwise"]
+    (fused,) = out.op
+    values = {"x": rand(3, 4, 5, seed=20, low=-2, high=2, dtype=np.float64)}
+    for k, (name, shape) in enumerate(extra.items()):
+        if name in CONSTANTS:
+            values[name] = np.full(shape, CONSTANTS[name])
+        else:
+            values[name] = rand(*shape, seed=21 + k, low=0.5, high=2, dtype=np.float64)
+    return fused, [values[name] for name in fused.input]
+
+
+@pytest.mark.parametrize("chain", sorted(CHAINS))
+def test_fused_elementwise_gradient(chain):
+    fused, inputs = fused_by_the_pass(chain)
+    if chain == "sum_max_min":  # both bounds bite somewhere, so their gradients are not 0
+        t0 = inputs[0] + inputs[1]
+        assert (t0 < CONSTANTS["lo"]).any() and (t0 > CONSTANTS["hi"]).any()
+    wrt = [i for i, name in enumerate(fused.input) if name not in NO_GRADIENT]
+    check_gradient("FusedElementwise", inputs, wrt=wrt, eps=EPS, **args_dict(fused.arg))
+
+
+def test_fused_elementwise_gradient_equals_the_unfused_chains():
+    """Autodiff over the fused op gives the unfused chain's gradients, bit for bit."""
+    fused, inputs = fused_by_the_pass("swish_square_sqrt_exp_log")
+    spec, _ = CHAINS["add_relu_mul_tanh"]
+    add_fused, add_inputs = fused_by_the_pass("add_relu_mul_tanh")
+    for op, values, steps in (
+        (fused, inputs, CHAINS["swish_square_sqrt_exp_log"][0]),
+        (add_fused, add_inputs, spec),
+    ):
+        feeds = {name: v.astype(np.float32) for name, v in zip(op.input, values)}
+        got = []
+        for ops in ([op_def(t, i, [f"t{k}"], **a) for k, (t, i, a) in enumerate(steps)], [op]):
+            net = Net(NetDef(name="chain", op=ops))
+            net.ReduceSum([op.output[0]], "loss", keepdims=0)
+            grads = add_gradient_ops(net, ["loss"], wrt=list(op.input))
+            ws = Workspace()
+            for name, value in feeds.items():
+                ws.feed_blob(name, value)
+            ws.run_net_once(net)
+            got.append([ws.fetch_blob(grads[name]) for name in op.input])
+        for want, have in zip(*got):
+            np.testing.assert_array_equal(have, want)
+
+
+def test_fused_elementwise_gradient_recomputes_only_what_it_reads():
+    # Relu's gradient reads its result t0; Mul's reads t0 and s; Tanh's reads Y: t1 is
+    # never read, so only the Relu step runs again.
+    op = op_def("FusedElementwise", ["x", "s"], ["y"], ops=["Relu", "Mul", "Tanh"],
+                slots=[0, -1, 1, -1])  # fmt: skip
+    ops = GRADIENTS["FusedElementwise"](op, ["y_grad"], ["x_grad", "s_grad"])
+    forward = [o for o in ops if o.type in ("Relu", "Mul", "Tanh")]
+    assert [o.type for o in forward] == ["Relu", "Mul", "Mul"]  # Mul's own gradient Muls
+    assert ops[0].type == "Relu" and list(ops[0].input) == ["x"]
+    assert ops[-1].output[0] in ("x_grad", "s_grad")
+    # Only dS wanted: Relu's gradient is not built, its result still read by Mul's
+    ops = GRADIENTS["FusedElementwise"](op, ["y_grad"], [None, "s_grad"])
+    assert [o.type for o in ops] == ["Relu", "TanhGradient", "Mul", "SumReduceLike"]
+
+
+def test_fused_elementwise_in_place_gradient():
+    """Written in place over an input whose value only the last step's shape needs: the
+    gradient is built, and equals the unfused ops'; over an input an earlier step's
+    gradient reads: refused, as for the unfused ops."""
+    a, c, x = rand(4, 3, seed=22), rand(4, 3, seed=23), rand(4, 3, seed=24)
+    for steps, ok in (
+        ([op_def("Mul", ["a", "c"], ["t"]), op_def("Add", ["t", "x"], ["x"])], True),
+        ([op_def("Mul", ["x", "c"], ["t"]), op_def("Relu", ["t"], ["x"])], False),
+    ):
+        unfused = NetDef(name="n", external_input=["a", "c", "x"], external_output=["x"])
+        unfused.op.extend(steps)
+        fused = fuse_elementwise(unfused)
+        assert fused.op[0].type == "FusedElementwise" and fused.op[0].input[0] == "x"
+        results = []
+        for net in (unfused, fused):
+            net = Net(net)
+            net.ReduceSum(["x"], "loss", keepdims=0)
+            if not ok:
+                with pytest.raises(SchemaError, match=r"'x'.*overwrites"):
+                    add_gradient_ops(net, ["loss"], wrt=["c"])
+                continue
+            grads = add_gradient_ops(net, ["loss"], wrt=["a", "c", "x"])
+            ws = Workspace()
+            for name, value in {"a": a, "c": c, "x": x}.items():
+                ws.feed_blob(name, value)
+            ws.run_net_once(net)
+            results.append([ws.fetch_blob(grads[n]) for n in "acx"])
+        if ok:
+            for want, have in zip(*results):
+                np.testing.assert_array_equal(have, want)
+            np.testing.assert_array_equal(results[1][0], c)
+
+
+# End to end: a CNN through the inference passes, then autodiff
+
+
+def cnn():
+    """x -> Conv -> BN (test mode) -> Relu -> 3x3 Conv (64 channels) -> Relu -> grouped 1x1
+    Conv -> Relu -> channel shuffle -> GlobalAveragePool -> Flatten -> Gemm -> Relu -> FC ->
+    Relu -> Sigmoid -> Mul -> Sub -> y: every fusion the passes make."""
+    rng = np.random.default_rng(0)
+
+    def param(*shape, scale=None):
+        scale = scale if scale is not None else 1 / np.sqrt(np.prod(shape[1:]) or 1)
+        return (rng.normal(size=shape) * scale).astype(np.float32)
+
+    params = {
+        "w1": param(64, 3, 3, 3), "b1": param(64, scale=0.1),
+        "bn_s": param(64, scale=1) + 1.5, "bn_b": param(64, scale=0.2),
+        "bn_m": param(64, scale=0.1), "bn_v": np.abs(param(64, scale=1)) + 0.5,
+        "w2": param(64, 64, 3, 3), "b2": param(64, scale=0.1),
+        "w3": param(64, 16, 1, 1), "b3": param(64, scale=0.1),
+        "s1": np.array([2, 4, 16, 14, 14], np.int64), "s2": np.array([2, 64, 14, 14], np.int64),
+        "w4": param(32, 64), "b4": param(32, scale=0.1),
+        "w5": param(16, 32), "b5": param(16, scale=0.1),
+        "sc": param(16, scale=1), "sh": param(16, scale=1),
+    }  # fmt: skip
+    net = Net("cnn")
+    net.add_external_input("x", *params)
+    net.Conv(["x", "w1", "b1"], "c1", pads=[1, 1, 1, 1])
+    net.BatchNormalization(["c1", "bn_s", "bn_b", "bn_m", "bn_v"], "n1")
+    net.Relu("n1", "r1")
+    net.Conv(["r1", "w2", "b2"], "c2", pads=[1, 1, 1, 1])
+    net.Relu("c2", "r2")
+    net.Conv(["r2", "w3", "b3"], "c3", group=4)
+    net.Relu("c3", "r3")
+    net.Reshape(["r3", "s1"], "g3")
+    net.Transpose("g3", "t3", perm=[0, 2, 1, 3, 4])
+    net.Reshape(["t3", "s2"], "sh3")
+    net.GlobalAveragePool("sh3", "p")
+    net.Flatten("p", "f")
+    net.Gemm(["f", "w4", "b4"], "h", transB=1)
+    net.Relu("h", "hr")
+    net.FC(["hr", "w5", "b5"], "k")
+    net.Relu("k", "kr")
+    net.Sigmoid("kr", "ks")
+    net.Mul(["ks", "sc"], "km")
+    net.Sub(["km", "sh"], "y")
+    net.add_external_output("y")
+    return net.proto(), params
+
+
+def inference_optimized(net, params):
+    """optimize(level=2) but its last pass, blob sharing: that one reuses blobs that a
+    backward pass still needs to read, so it is for nets that are only run forward."""
+    net, params = rewrite_for_inference(net, params)
+    net = fold_constants(net, params)
+    net = eliminate_dead_code(eliminate_common_subexpressions(net))
+    return fuse_elementwise(net), params
+
+
+def parameter_gradients(proto, params, x, r, wrt):
+    net = Net(proto)
+    net.Mul(["y", "r"], "yr")
+    net.ReduceSum(["yr"], "loss", keepdims=0)
+    grads = add_gradient_ops(net, ["loss"], wrt=wrt)
+    ws = Workspace()
+    for name, value in {**params, "x": x, "r": r}.items():
+        ws.feed_blob(name, value)
+    ws.run_net_once(net)
+    return {name: ws.fetch_blob(grads[name]) for name in wrt}
+
+
+def test_optimized_cnn_has_the_unoptimized_gradients(spy):
+    winograd = spy(cw, "winograd_correlate")
+    net, params = cnn()
+    optimized, new_params = inference_optimized(net, params)
+    assert sorted(op.type for op in optimized.op) == sorted(
+        ["ConvRelu", "ConvWinogradRelu", "ConvShuffle", "GlobalAveragePool", "Flatten"]
+        + ["GemmRelu", "FCRelu", "FusedElementwise"]
+    )
+    x = rand(2, 3, 14, 14, seed=28)
+    r = rand(2, 16, seed=29)
+    shared = ["x", "w2", "b2", "w3", "b3", "w4", "b4", "w5", "b5", "sc", "sh"]
+    want = parameter_gradients(net, params, x, r, [*shared, "w1", "b1"])
+    got = parameter_gradients(optimized, new_params, x, r, [*shared, "w1_bnfolded", "b1_bnfolded"])
+    # the folded conv's weights are s * w1 and s * b1 + t per output channel (s, t from
+    # the BN), so d/dw1 = s * d/dw1_bnfolded, d/db1 = s * d/db1_bnfolded
+    s = params["bn_s"].astype(np.float64) / np.sqrt(params["bn_v"].astype(np.float64) + 1e-5)
+    got["w1"] = got.pop("w1_bnfolded") * s[:, None, None, None]
+    got["b1"] = got.pop("b1_bnfolded") * s
+    assert winograd  # ConvWinogradRelu took the Winograd path
+    for name, value in want.items():
+        scale = np.abs(value).max()
+        assert scale > 0, f"{name}: its gradient is all zeros, the check would be empty"
+        np.testing.assert_allclose(
+            got[name], value, rtol=1e-4, atol=1e-4 * scale, err_msg=f"gradient of {name}"
+        )
