@@ -93,6 +93,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     space_depth_grad,
     strings,
     sum_reduce_like,
+    summarize_grad,
     text,
     train,
     unary_math,

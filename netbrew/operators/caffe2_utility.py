@@ -2,8 +2,9 @@
 Alias, EnsureCPUOutput, Print and Summarize, with Caffe2's names, arguments and semantics.
 
 SquaredL2Distance's gradient op (Caffe2's SquaredL2DistanceGradient) lives in
-caffe2_utility_grad.py; the makers sit beside the forward ops here. Their ONNX export is in
-netbrew.converters.onnx.caffe2_utility_to_onnx.
+caffe2_utility_grad.py; the makers sit beside the forward ops here, but Summarize's, which
+Caffe2 never had, lives with its SummarizeGradient op in summarize_grad.py. Their ONNX
+export is in netbrew.converters.onnx.caffe2_utility_to_onnx.
 
 Print and Summarize write output as their job (Caffe2's debugging ops). Caffe2 builds an
 op object once and keeps state in it: Print's `every_n` counter and the log file it opens
@@ -28,7 +29,7 @@ import numpy as np
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.net import op_def
 from netbrew.operators.grad_util import copy_attrs
-from netbrew.operators.schema import gradient, gradient_not_written, kernel, no_gradient, schema
+from netbrew.operators.schema import gradient, kernel, no_gradient, schema
 
 PRINT_LIMIT_DEFAULT = 1000
 """Elements Print writes when `limit` is 0 (Caffe2's k_limit_default_)."""
@@ -105,12 +106,6 @@ schema(
 )
 
 no_gradient("Print", "it has no outputs, so nothing downstream depends on it")
-gradient_not_written(
-    "Summarize",
-    "Summarize is a logging op (Caffe2 registers SHOULD_NOT_DO_GRADIENT); its statistics "
-    "are differentiable almost everywhere, but netbrew builds no gradient through them: "
-    "do not train through a summary",
-)
 
 
 class _PerOpState:

@@ -1,6 +1,7 @@
 """Gradients of the fused inference ops (ConvRelu, GemmRelu, FCRelu, ConvWinograd,
-ConvWinogradRelu, ConvShuffle, FusedElementwise) by central differences, and a CNN optimized
-by the inference passes differentiated to the unoptimized net's parameter gradients."""
+ConvWinogradRelu, ConvShuffle, FusedElementwise) and of Summarize, by central differences,
+and a CNN optimized by the inference passes differentiated to the unoptimized net's
+parameter gradients."""
 
 from __future__ import annotations
 
@@ -395,6 +396,60 @@ def test_fused_elementwise_in_place_gradient():
             for want, have in zip(*results):
                 np.testing.assert_array_equal(have, want)
             np.testing.assert_array_equal(results[1][0], c)
+
+
+# Summarize
+
+
+def spread(*shape, dtype=np.float32, seed=0):
+    """Values at least 0.1 apart in a random order: no ties within a step of 1e-3."""
+    n = int(np.prod(shape))
+    values = np.linspace(-1, 1, n) * 0.1 * (n - 1) / 2 + 0.3
+    return np.random.default_rng(seed).permutation(values).reshape(shape).astype(dtype)
+
+
+@pytest.mark.parametrize(
+    "x", [spread(7, seed=25), spread(3, 4, seed=26, dtype=np.float64), np.array([2.5])],
+    ids=["float32", "float64", "one-value"],
+)  # fmt: skip
+def test_summarize_gradient(x):
+    # Summarize's output is float32 whatever X is: a step of 1e-3 keeps its rounding (1e-7
+    # of the values) a small part of each difference
+    check_gradient("Summarize", [x], eps=1e-3)
+
+
+def test_summarize_gradient_splits_ties_and_skips_zero_std():
+    x = np.array([1.0, 3.0, 1.0, 3.0, 2.0, 3.0], np.float32)
+    ds = np.array([6.0, 3.0, 12.0, 5.0], np.float32)
+    (got,) = run_op("SummarizeGradient", [x, ds])
+    mean, std = x.mean(), x.std(ddof=1)
+    want = ds[2] / 6 + ds[3] * (x - mean) / (5 * std) + np.where(x == 1, 3.0, 0)
+    want += np.where(x == 3, 1.0, 0)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    (flat,) = run_op("SummarizeGradient", [np.full((2, 2), 4.0), ds])  # std = 0: no std term
+    np.testing.assert_allclose(flat, np.full((2, 2), 6 / 4 + 3 / 4 + 12 / 4))
+    (ints,) = run_op("SummarizeGradient", [np.arange(4, dtype=np.int32), ds])
+    assert ints.dtype == np.int32 and not ints.any()
+    with pytest.raises(OperatorError, match=r"dS has shape \[3\], expected \[4\]"):
+        run_op("SummarizeGradient", [x, ds[:3]])
+
+
+def test_summarize_through_autodiff_and_without_output():
+    net = Net("through")
+    net.Summarize("x", "s")
+    net.Mul(["s", "r"], "sr")
+    net.ReduceSum(["sr"], "loss", keepdims=0)
+    net.Summarize("x", [])  # logs only: nothing to differentiate
+    grads = add_gradient_ops(net, ["loss"], wrt=["x"])
+    assert [op.type for op in net.ops].count("SummarizeGradient") == 1
+    x, r = rand(10, seed=27), np.array([1.0, -2.0, 0.5, 3.0], np.float32)
+    ws = Workspace()
+    ws.feed_blob("x", x)
+    ws.feed_blob("r", r)
+    ws.run_net_once(net)
+    (want,) = run_op("SummarizeGradient", [x, r])
+    np.testing.assert_array_equal(ws.fetch_blob(grads["x"]), want)
 
 
 # End to end: a CNN through the inference passes, then autodiff
