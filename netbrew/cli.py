@@ -229,8 +229,20 @@ def _bench(ns: argparse.Namespace) -> int:
 
 def cmd_demo(ns: argparse.Namespace) -> int:
     from netbrew.demo import main as demo_main
+    from netbrew.distributed.world import launched_size
 
+    if ns.workers > 1 and launched_size() == 1:  # start the ranks; each runs this command
+        from netbrew.distributed.launch import launch
+
+        args = ["-m", "netbrew.cli", "demo", "--workers", str(ns.workers), "-o", ns.output]
+        return launch(ns.workers, args)
     return demo_main(ns.output)
+
+
+def cmd_launch(ns: argparse.Namespace) -> int:
+    from netbrew.distributed.launch import launch
+
+    return launch(ns.n, [ns.script, *ns.args], timeout=ns.timeout)
 
 
 _STRICT = "refuse a Caffe2 model whose ops ask for a GPU (default: run them on CPU)"
@@ -241,7 +253,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="build, run, save, reload and verify a model, offline")
     demo.add_argument("-o", "--output", default="netbrew_demo", help="folder for the model")
+    demo.add_argument(
+        "--workers", type=int, default=1, help="train data-parallel over N MPI ranks (default 1)"
+    )
     demo.set_defaults(func=cmd_demo)
+    launch = sub.add_parser("launch", help="run a Python script on N ranks under mpiexec")
+    launch.add_argument("-n", type=int, default=2, help="how many ranks (default 2)")
+    launch.add_argument("--timeout", type=float, help="end the whole job after this many s")
+    launch.add_argument("script", help="the Python script each rank runs")
+    launch.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    launch.set_defaults(func=cmd_launch)
     convert = sub.add_parser("convert", help="convert between .onnx and NetDef model folders")
     convert.add_argument("src", help=".onnx file, model folder, or predict_net .pb/.pbtxt")
     convert.add_argument("-o", "--output", required=True, help="model folder or .onnx file")

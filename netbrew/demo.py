@@ -50,11 +50,14 @@ def split(seed: int = 0, test_fraction: float = 0.2):
     return images[train], labels[train], images[test], labels[test]
 
 
-def train(model: ModelHelper, ws: Workspace, x, y, epochs: int, batch: int, seed: int = 0):
+def train(
+    model: ModelHelper, ws: Workspace, x, y, epochs: int, batch: int, seed: int = 0,
+    progress: bool = True,
+):  # fmt: skip
     """Runs the training net over shuffled batches, with a progress bar on the loss."""
     rng = np.random.default_rng(seed)
     steps = epochs * (len(y) // batch)
-    bar = Progress(steps, "training")
+    bar = Progress(steps, "training", stream=None if progress else _Silent())
     step = 0
     for _ in range(epochs):
         order = rng.permutation(len(y))
@@ -68,17 +71,40 @@ def train(model: ModelHelper, ws: Workspace, x, y, epochs: int, batch: int, seed
     bar.close()
 
 
+class _Silent:
+    """A stream that drops what is written (the progress bar of ranks other than 0)."""
+
+    def write(self, text: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
 def main(output: str = "netbrew_demo", epochs: int = 12, batch: int = 64) -> int:
+    """The demo; under `netbrew demo --workers N` each of the N ranks trains on its shard
+    with batch // N images a step, the gradients averaged by Allreduce, and rank 0 reports."""
+    from netbrew import distributed
+
     start = time.perf_counter()
+    world = distributed.init()
+    say = print if world.rank == 0 else (lambda *args: None)
     x_train, y_train, x_test, y_test = split()
-    print(f"UCI digits: {len(y_train)} training and {len(y_test)} held-out 8x8 images")
+    say(f"UCI digits: {len(y_train)} training and {len(y_test)} held-out 8x8 images")
     model = training_model()
+    if world.size > 1:
+        say(f"data-parallel over {world.size} ranks, batch {batch // world.size} each")
+        distributed.allreduce_gradients(model)
+        distributed.broadcast_parameters(model)
+        keep = len(y_train) // world.size * world.size  # equal shards: equal step counts
+        x_train, y_train = distributed.shard((x_train[:keep], y_train[:keep]))
+        batch //= world.size
     ws = Workspace()
     ws.run_net_once(model.param_init_net)
     ws.feed_blob("data", x_train[:batch])
     ws.feed_blob("label", y_train[:batch])
     ws.create_net(model.net)
-    train(model, ws, x_train, y_train, epochs, batch)
+    train(model, ws, x_train, y_train, epochs, batch, progress=world.rank == 0)
 
     ws.create_net(inference_net(model.net, ["data"], ["softmax"], name="lenet_eval"))
     ws.feed_blob("data", x_test)
@@ -86,15 +112,15 @@ def main(output: str = "netbrew_demo", epochs: int = 12, batch: int = 64) -> int
     probs = ws.fetch_blob("softmax")
     accuracy = float((probs.argmax(axis=1) == y_test).mean())
 
-    folder = save_model(output, ws, model, inputs=["data"], outputs=["softmax"])
+    folder = save_model(output, ws, model, inputs=["data"], outputs=["softmax"])  # rank 0
     reloaded = load_model(folder).run({"data": x_test})["softmax"]
     if not np.array_equal(reloaded, probs):
         raise AssertionError("the reloaded model's predictions differ from the trained model's")
     seconds = time.perf_counter() - start
     params = sum(ws.fetch_blob(p).size for p in model.get_trainable_params())
-    print(f"held-out accuracy: {accuracy:.2%} ({len(y_test)} images)")
-    print(f"model: {params:,} parameters, {len(model.net.ops)} ops in the training net")
-    print(f"saved to {Path(folder).resolve()} (init_net.pb, predict_net.pb)")
-    print("reloaded with load_model: predictions identical")
-    print(f"time: {seconds:.1f} s")
+    say(f"held-out accuracy: {accuracy:.2%} ({len(y_test)} images)")
+    say(f"model: {params:,} parameters, {len(model.net.ops)} ops in the training net")
+    say(f"saved to {Path(folder).resolve()} (init_net.pb, predict_net.pb)")
+    say("reloaded with load_model: predictions identical")
+    say(f"time: {seconds:.1f} s")
     return 0

@@ -90,7 +90,8 @@ def save_model(
 
     The predict net is pruned to the path from `inputs` to `outputs` and switched to
     inference mode; its value_info records each input's dtype and rank (batch symbolic).
-    Both writes are atomic.
+    Both writes are atomic. In a data-parallel job (netbrew.distributed) rank 0 writes and
+    every rank waits for the write, so each may load the folder afterwards.
 
     Args:
         directory: the folder to write (created if missing).
@@ -111,8 +112,16 @@ def save_model(
         if workspace.has_blob(blob):
             predict.value_info.append(_input_info(blob, np.asarray(workspace.fetch_blob(blob))))
     folder = Path(directory)
-    save_net(init, folder / "init_net.pb")
-    save_net(predict, folder / "predict_net.pb")
+    from netbrew.distributed.world import current
+
+    world = current()
+    if world is None or world.rank == 0:
+        save_net(init, folder / "init_net.pb")
+        save_net(predict, folder / "predict_net.pb")
+    if world is not None and world.size > 1:
+        from netbrew.distributed import barrier
+
+        barrier()
     return folder
 
 

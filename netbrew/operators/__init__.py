@@ -22,6 +22,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     caffe2_utility,
     caffe2_utility_grad,
     casting,
+    collectives,
     comparison,
     concat_split,
     constant,

@@ -112,6 +112,9 @@ for _op, _why in {
     "Load": "file I/O",
     "Accuracy": "a training metric",
     "SoftmaxWithLoss": "a training loss (export the Softmax branch instead)",
+    "Allreduce": "a data-parallel training collective",
+    "Broadcast": "a data-parallel training collective",
+    "Allgather": "a data-parallel training collective",
 }.items():
     not_exportable(_op, f"{_op} is {_why}, not part of an inference model")
 

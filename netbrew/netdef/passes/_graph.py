@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
 
-SIDE_EFFECTS = frozenset({"Save", "Print"})
+# Collectives talk to the other ranks: every rank must run each one, in the same order.
+SIDE_EFFECTS = frozenset({"Save", "Print", "Allreduce", "Broadcast", "Allgather"})
 """Op types kept even when nothing reads their outputs."""
 
 
