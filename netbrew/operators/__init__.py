@@ -27,6 +27,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     concat_split,
     constant,
     control_flow,
+    control_flow_grad,
     conv,
     conv_shuffle,
     conv_transpose,

@@ -5,6 +5,8 @@ outputs; its ops may also read blobs of the enclosing scope by name (ONNX outer-
 references). `run_subgraph` binds the formal inputs in a fresh local dict and runs the
 subgraph on `ChainMap(local, scope)`: writes land in the local dict, reads fall through
 to the outer scope, and nested control flow sees the chain as its own scope.
+
+Their gradients (IfGradient, LoopGradient, ScanGradient) are in control_flow_grad.py.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from netbrew.errors import BlobNotFoundError, SchemaError, ShapeError
-from netbrew.operators.schema import REQUIRED, gradient_not_written, kernel, schema
+from netbrew.operators.schema import REQUIRED, kernel, schema
 from netbrew.proto.netbrew_pb2 import NetDef
 
 _RUNTIMES: dict[int, tuple[NetDef, Any]] = {}
@@ -312,7 +314,3 @@ def scan_cpu(*args, body, scope, output_mask, **attrs):
             y = np.empty((0, *shape), dtype)
         results.append(unscan(y, axis, direction, f"scan output {j}"))
     return tuple(results)
-
-
-for _op in ("If", "Loop", "Scan"):
-    gradient_not_written(_op, "control flow: gradients through subgraphs are not built")
