@@ -87,6 +87,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     selection,
     selection_grad,
     sequence,
+    sequence_grad,
     shape,
     signal,
     signal_grad,
