@@ -67,6 +67,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     onnx_ml,
     onnx_ml_trees,
     optional,
+    optional_grad,
     pool,
     pool_grad,
     qlinear,
