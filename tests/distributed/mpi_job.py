@@ -46,6 +46,30 @@ def train_demo_cnn(steps: int, dag: bool = False, stop_after: int | None = None,
     return world, model, ws
 
 
+def batchnorm_checkpoint(out: Path) -> None:
+    """Each rank's BatchNorm sees its own data; the checkpoint holds the ranks' average
+    running statistics (saved per rank first, for the test to compare)."""
+    from netbrew import brew
+    from netbrew.brew import ModelHelper
+
+    world = distributed.init(timeout=60)
+    model = ModelHelper("bn", seed=0)
+    bn = brew.spatial_bn(model, "x", "bn", 3, epsilon=1e-5, momentum=0.5)
+    loss = model.net.AveragedLoss(model.net.ReduceMean(bn, "m", keepdims=0), "loss")
+    model.add_gradient_operators([loss])
+    distributed.allreduce_gradients(model)
+    brew.optimizer.build_sgd(model, 0.1)
+    ws = Workspace()
+    ws.run_net_once(model.param_init_net)
+    x = np.random.default_rng(world.rank).normal(world.rank, 1, (4, 3, 2, 2))
+    ws.feed_blob("x", x.astype(np.float32))
+    ws.create_net(model.net)
+    ws.run_net(model.net.name, num_iter=3)
+    stats = {str(b): ws.fetch_blob(str(b)) for b in model.get_computed_params()}
+    np.savez(out / f"stats_rank{world.rank}.npz", **stats)
+    distributed.save_checkpoint(out / "checkpoint.pb", ws, model)
+
+
 def save_params(out: Path, world, model, ws) -> None:
     params = {str(p): ws.fetch_blob(str(p)) for p in model.get_checkpoint_blobs()}
     np.savez(out / f"params_rank{world.rank}_of{world.size}.npz", **params)
@@ -58,6 +82,8 @@ def main(mode: str, out: Path) -> None:
         world, model, ws = train_demo_cnn(STEPS, stop_after=7)
         distributed.save_checkpoint(out / "checkpoint.pb", ws, model)
         save_params(out, *train_demo_cnn(STEPS, resume=out / "checkpoint.pb"))
+    elif mode == "batchnorm":
+        batchnorm_checkpoint(out)
     elif mode == "raise":
         world = distributed.init(timeout=60)
         if world.rank == 1:

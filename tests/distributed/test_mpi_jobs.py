@@ -69,6 +69,19 @@ def test_both_ranks_resume_from_rank_0s_checkpoint(one_rank, tmp_path):
     assert_same_training(params(tmp_path, 1, 2), one_rank)
 
 
+def test_a_checkpoint_holds_the_ranks_average_running_statistics(tmp_path):
+    from netbrew.netdef.serialize import load_blobs
+
+    code, output, _ = job("batchnorm", tmp_path)
+    assert code == 0, output
+    ranks = [dict(np.load(tmp_path / f"stats_rank{r}.npz")) for r in (0, 1)]
+    saved = load_blobs(tmp_path / "checkpoint.pb")
+    assert set(ranks[0]) == {"bn_rm", "bn_rv"}
+    assert not np.allclose(ranks[0]["bn_rm"], ranks[1]["bn_rm"])  # they saw other data
+    for name in ranks[0]:
+        np.testing.assert_allclose(saved[name], (ranks[0][name] + ranks[1][name]) / 2, rtol=1e-6)
+
+
 def test_a_rank_that_raises_ends_the_job_with_its_error_once(tmp_path):
     code, output, seconds = job("raise", tmp_path)
     assert code != 0 and seconds < 30
