@@ -24,7 +24,8 @@ def fold_channel_shuffle(net: NetDef, params: dict) -> NetDef:
     is not a net output, both shapes are 1-D integer params that no op writes, both Reshapes
     have allowzero=0, and no op between the conv and the last Reshape touches z. ConvShuffle
     checks at run time that s1 and s2 shuffle the conv's output; other shapes still give
-    the three ops' results. An inference pass: ConvShuffle has no gradient.
+    the three ops' results. An inference pass, though ConvShuffle differentiates as the
+    four ops did (fused_grad).
 
     Args:
         net: the NetDef; not modified.

@@ -56,7 +56,8 @@ def fuse_elementwise(net: NetDef) -> NetDef:
     each op reads the previous one's output, that output has no other reader and is not
     a net output, and no op in between overwrites a blob the chain reads. The fused op
     takes the last op's place and writes its output; the intermediate blobs are no
-    longer written. Its numbers equal the chain's; it has no gradient (inference pass).
+    longer written. Its numbers equal the chain's, and so does its gradient
+    (fused_elementwise_grad), though the pass is meant for inference.
 
     Args:
         net: the NetDef; not modified.

@@ -11,7 +11,8 @@ def fuse_activation(net: NetDef) -> NetDef:
 
     The pair fuses when the Relu is the only reader of the base op's output, that output
     is not a net output, and no op between them touches the Relu's output name. The fused
-    ops (netbrew.operators.fused) have no gradient: this is an inference pass.
+    ops (netbrew.operators.fused) differentiate as the pair did (fused_grad), though the
+    pass is meant for inference.
 
     Args:
         net: the NetDef; not modified.
