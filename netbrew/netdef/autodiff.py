@@ -8,12 +8,19 @@ version gets its own gradient.
 
     grads = add_gradient_ops(net, ["loss"], wrt=["fc_w", "fc_b"])
     grads["fc_w"]  # -> "fc_w_grad"
+
+Ops with subgraphs (If, Loop, Scan, SequenceMap) also read, by name, blobs of the scope
+they run in (`captured_reads`). Autodiff counts those as inputs after the declared ones,
+so a path from a parameter into a branch is seen; a maker registered with
+`@gradient(..., captures=True)` gets one more g_in entry for each and writes their
+gradients, the others get g_in for the declared inputs only (captured blobs are then
+constants to that op).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from netbrew.errors import SchemaError
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
@@ -26,12 +33,41 @@ def grad_name(blob: str) -> str:
     return f"{blob}_grad"
 
 
+def subgraph_reads(net: NetDef) -> list[str]:
+    """The blobs that `net`, run as a subgraph, reads from its enclosing scope, in order.
+
+    A blob counts when an op (or a nested subgraph, or the output list) reads it before
+    any op of `net` writes it and it is not one of `net`'s formal inputs."""
+    local, found = set(net.external_input), {}
+    for op in net.op:
+        for blob in (*op.input, *captured_reads(op)):
+            if blob and blob not in local:
+                found.setdefault(blob, None)
+        local.update(op.output)
+    for blob in net.external_output:
+        if blob and blob not in local:
+            found.setdefault(blob, None)
+    return list(found)
+
+
+def captured_reads(op: OperatorDef) -> list[str]:
+    """The outer-scope blobs that the subgraphs of `op` (NetDef arguments) read by name,
+    in order of first read; empty for an op without subgraphs."""
+    found: dict[str, None] = {}
+    for arg in op.arg:
+        nets = [arg.n] if arg.HasField("n") else list(arg.nets)
+        for net in nets:
+            found.update(dict.fromkeys(subgraph_reads(net)))
+    return list(found)
+
+
 def _versions(net: NetDef) -> tuple[list[list[Version]], list[list[Version]], dict[str, int]]:
-    """SSA versions of each op's inputs and outputs, plus each blob's final version."""
+    """SSA versions of each op's inputs (declared, then captured: see captured_reads) and
+    outputs, plus each blob's final version."""
     current: dict[str, int] = defaultdict(int)
     ins, outs = [], []
     for op in net.op:
-        ins.append([(b, current[b]) for b in op.input])
+        ins.append([(b, current[b]) for b in (*op.input, *captured_reads(op))])
         row = []
         for b in op.output:
             current[b] += 1
@@ -56,7 +92,11 @@ def _needed(net: NetDef, ins, outs, losses: set[Version], wrt: set[str] | None) 
 
 
 def add_gradient_ops(
-    net, losses: Sequence[str], *, wrt: Iterable[str] | None = None
+    net,
+    losses: Sequence[str],
+    *,
+    wrt: Iterable[str] | None = None,
+    seeds: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Appends the backward pass of `net` for the sum of `losses`.
 
@@ -65,6 +105,8 @@ def add_gradient_ops(
         losses: scalar (or any-shaped) blobs; each is seeded with a gradient of ones.
         wrt: the blobs whose gradients are wanted (e.g. parameters). Only ops between
             them and the losses get gradient ops. None means every blob upstream.
+        seeds: loss -> a blob holding that loss's gradient, used instead of ones (for a
+            vector-Jacobian product, as the backward subgraphs of control flow need).
 
     Returns:
         Map from each blob to its gradient blob (the gradient of the blob's value as first
@@ -88,7 +130,14 @@ def add_gradient_ops(
     names: dict[Version, str] = {}
     new_ops: list[OperatorDef] = []
 
+    seeds = dict(seeds or {})
+    if not set(seeds) <= set(losses):
+        stray = sorted(set(seeds) - set(losses))
+        raise ValueError(f"seeds name blobs that are not losses: {stray}; losses: {losses}")
     for loss, version in sorted(loss_versions):
+        if loss in seeds:
+            partial[(loss, version)].append(seeds[loss])
+            continue
         seed = OperatorDef(type="ConstantFill", input=[loss], output=[grad_name(loss)])
         seed.arg.add(name="value", f=1.0)
         new_ops.append(seed)
@@ -120,6 +169,10 @@ def add_gradient_ops(
                 if v is not None:
                     partial[v].append(f"<missing {grad_name(v[0])}>")
             continue
+        if not getattr(maker, "captures", False):
+            want = want[: len(op.input)]  # captured blobs are constants to this op
+            if all(w is None for w in want):
+                continue
         g_in = []
         for v in want:
             g_in.append(None if v is None else _fresh_name(v, partial, set(g_out) | set(g_in)))
@@ -166,7 +219,8 @@ def _check_reads(grad_ops, index, op, maker, ins, outs, final) -> None:
     wanted = {b: ver for b, ver in ins} | {b: ver for b, ver in outs}
     in_place = set(op.input) & set(op.output)
     for grad_op in grad_ops:
-        for blob in grad_op.input:
+        # a gradient op with subgraphs (IfGradient...) reads forward blobs by name too
+        for blob in (*grad_op.input, *captured_reads(grad_op)):
             if blob in in_place and not getattr(maker, "inplace_safe", False):
                 raise SchemaError(
                     f"op #{index} {op.type}: its gradient needs input {blob!r}, which the op "

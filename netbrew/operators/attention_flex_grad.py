@@ -12,11 +12,12 @@ math, NoGradient, pass none, as autodiff has them do). The gradient op reruns th
 
 Blobs that a modifier reads from the enclosing scope are not inputs of FlexAttention, so
 they are constants here: they get no gradient through it (a trained score bias belongs in
-Attention's float attn_mask, which gets one). A modifier holding an op whose gradient is
-not written (gradient_not_written: If, Loop, Scan, sequences...; an op with subgraphs counts
-as reading the modifier's input, which its branches may capture by name) or not registered
-makes the maker raise SchemaError naming FlexAttention, the modifier and the op, instead of
-silently passing no gradient.
+Attention's float attn_mask, which gets one). Control flow inside a modifier (If, Loop,
+Scan, whose subgraphs may capture the modifier's input by name) is differentiated through
+its own gradient ops. A modifier holding an op whose gradient is not written
+(gradient_not_written; an op with subgraphs counts as reading the modifier's input) or not
+registered makes the maker raise SchemaError naming FlexAttention, the modifier and the op,
+instead of silently passing no gradient.
 """
 
 from __future__ import annotations

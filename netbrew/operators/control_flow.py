@@ -5,18 +5,21 @@ outputs; its ops may also read blobs of the enclosing scope by name (ONNX outer-
 references). `run_subgraph` binds the formal inputs in a fresh local dict and runs the
 subgraph on `ChainMap(local, scope)`: writes land in the local dict, reads fall through
 to the outer scope, and nested control flow sees the chain as its own scope.
+
+Their gradients (IfGradient, LoopGradient, ScanGradient) are in control_flow_grad.py.
 """
 
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from netbrew.errors import BlobNotFoundError, SchemaError, ShapeError
-from netbrew.operators.schema import REQUIRED, gradient_not_written, kernel, schema
+from netbrew.operators.schema import REQUIRED, kernel, schema
 from netbrew.proto.netbrew_pb2 import NetDef
 
 _RUNTIMES: dict[int, tuple[NetDef, Any]] = {}
@@ -134,9 +137,8 @@ schema(
 )
 
 
-@kernel("Loop")
-def loop_cpu(m, cond, *v_initial, body, scope, output_mask):
-    n = len(v_initial)
+def loop_scan_count(body: NetDef, n: int) -> int:
+    """The number of scan outputs of a Loop body carrying `n` values; checks its arity."""
     if len(body.external_input) != n + 2:
         raise SchemaError(
             f"Loop body takes {len(body.external_input)} inputs, expected {n + 2} "
@@ -148,20 +150,39 @@ def loop_cpu(m, cond, *v_initial, body, scope, output_mask):
             f"Loop body yields {len(body.external_output)} outputs, expected at least {n + 1} "
             f"(cond and the {n} loop-carried values)"
         )
-    _count_check(len(output_mask), n + k, "Loop body")
+    return k
+
+
+def loop_steps(
+    m: Any, cond: Any, v_initial: Sequence[Any], body: NetDef, scope: Mapping[str, Any]
+) -> Iterator[tuple[np.ndarray, np.ndarray, list, list]]:
+    """Runs Loop's iterations, yielding (iter_num, cond, carried values, body outputs) for
+    each: the body's inputs and outputs, which LoopGradient replays backwards."""
+    n = len(v_initial)
     trip = None if m is None else int(_scalar(m, "M", "Loop"))
     cond_value = np.array(True) if cond is None else np.asarray(cond)
     keep_going = bool(_scalar(cond_value, "cond", "Loop"))
-    carried, scans = list(v_initial), [[] for _ in range(k)]
-    i = 0
+    carried, i = list(v_initial), 0
     while keep_going and (trip is None or i < trip):
-        outs = run_subgraph(body, [np.array(i, np.int64), cond_value, *carried], scope, "Loop body")
+        iter_num = np.array(i, np.int64)
+        outs = run_subgraph(body, [iter_num, cond_value, *carried], scope, "Loop body")
+        yield iter_num, cond_value, carried, outs
         cond_value = np.asarray(outs[0])
         keep_going = bool(_scalar(cond_value, "cond (body output 0)", "Loop"))
         carried = outs[1 : 1 + n]
+        i += 1
+
+
+@kernel("Loop")
+def loop_cpu(m, cond, *v_initial, body, scope, output_mask):
+    n = len(v_initial)
+    k = loop_scan_count(body, n)
+    _count_check(len(output_mask), n + k, "Loop body")
+    carried, scans = list(v_initial), [[] for _ in range(k)]
+    for _, _, _, outs in loop_steps(m, cond, v_initial, body, scope):
+        carried = outs[1 : 1 + n]
         for j in range(k):
             scans[j].append(outs[1 + n + j])
-        i += 1
     results = list(carried)
     for j, values in enumerate(scans):
         if values:
@@ -206,61 +227,90 @@ def _axis(axis: int, rank: int, what: str) -> int:
     return axis % rank
 
 
-@kernel("Scan")
-def scan_cpu(
-    *args,
-    body,
-    num_scan_inputs,
-    scan_input_axes,
-    scan_input_directions,
-    scan_output_axes,
-    scan_output_directions,
-    scope,
-    output_mask,
-):
-    m = int(num_scan_inputs)
-    n = len(args) - m
+@dataclass(frozen=True)
+class ScanPlan:
+    """Scan's slot counts (n states, m scan inputs, k scan outputs) and per-slot axes and
+    directions, checked against its body."""
+
+    n: int
+    m: int
+    k: int
+    in_axes: list[int]
+    in_dirs: list[int]
+    out_axes: list[int]
+    out_dirs: list[int]
+
+
+def scan_plan(n_inputs: int, n_outputs: int, body: NetDef, attrs: Mapping[str, Any]) -> ScanPlan:
+    """The plan of a Scan with `n_inputs` inputs and `n_outputs` listed outputs; `attrs`
+    holds num_scan_inputs and, when set, scan_*_axes and scan_*_directions."""
+    m = int(attrs["num_scan_inputs"])
+    n = n_inputs - m
     if m < 1 or n < 0:
-        raise SchemaError(f"Scan: num_scan_inputs={m} but the op has {len(args)} inputs")
+        raise SchemaError(f"Scan: num_scan_inputs={m} but the op has {n_inputs} inputs")
     k = len(body.external_output) - n
     if k < 0:
         raise SchemaError(
             f"Scan body yields {len(body.external_output)} outputs, expected at least {n}"
         )
-    _count_check(len(output_mask), n + k, "Scan body")
-    in_axes = _per_slot(scan_input_axes, m, "scan_input_axes")
-    in_dirs = _per_slot(scan_input_directions, m, "scan_input_directions")
-    out_axes = _per_slot(scan_output_axes, k, "scan_output_axes")
-    out_dirs = _per_slot(scan_output_directions, k, "scan_output_directions")
-    sequences = []
-    for j, (x, axis, direction) in enumerate(zip(args[n:], in_axes, in_dirs)):
-        x = np.asarray(x)
-        if x.ndim == 0:
-            raise ShapeError(f"Scan: scan input {j} is a scalar; it needs an axis to scan")
-        x = np.moveaxis(x, _axis(axis, x.ndim, f"scan input {j}"), 0)
-        sequences.append(x[::-1] if direction else x)
+    _count_check(n_outputs, n + k, "Scan body")
+    return ScanPlan(
+        n,
+        m,
+        k,
+        _per_slot(attrs.get("scan_input_axes"), m, "scan_input_axes"),
+        _per_slot(attrs.get("scan_input_directions"), m, "scan_input_directions"),
+        _per_slot(attrs.get("scan_output_axes"), k, "scan_output_axes"),
+        _per_slot(attrs.get("scan_output_directions"), k, "scan_output_directions"),
+    )
+
+
+def scan_steps(x: Any, axis: int, direction: int, what: str) -> np.ndarray:
+    """`x` with its scanned axis moved first and, for direction 1, reversed: row t is what
+    step t sees (of a scan input), or got (of a scan output's gradient)."""
+    x = np.asarray(x)
+    if x.ndim == 0:
+        raise ShapeError(f"Scan: {what} is a scalar; it needs an axis to scan")
+    x = np.moveaxis(x, _axis(axis, x.ndim, what), 0)
+    return x[::-1] if direction else x
+
+
+def unscan(rows: np.ndarray, axis: int, direction: int, what: str) -> np.ndarray:
+    """The inverse of scan_steps: per-step rows (stacked on axis 0) laid on `axis`."""
+    if direction:
+        rows = rows[::-1]
+    return np.ascontiguousarray(np.moveaxis(rows, 0, _axis(axis, rows.ndim, what)))
+
+
+def scan_inputs(args: Sequence[Any], plan: ScanPlan) -> tuple[list[np.ndarray], int]:
+    """Each scan input as scan_steps rows, and the common number of steps."""
+    sequences = [
+        scan_steps(x, axis, direction, f"scan input {j}")
+        for j, (x, axis, direction) in enumerate(zip(args[plan.n :], plan.in_axes, plan.in_dirs))
+    ]
     lengths = {len(s) for s in sequences}
     if len(lengths) > 1:
         raise ShapeError(f"Scan: scan inputs differ in length along their axes: {sorted(lengths)}")
+    return sequences, lengths.pop()
+
+
+@kernel("Scan")
+def scan_cpu(*args, body, scope, output_mask, **attrs):
+    plan = scan_plan(len(args), len(output_mask), body, attrs)
+    n, k = plan.n, plan.k
+    sequences, length = scan_inputs(args, plan)
     states, collected = list(args[:n]), [[] for _ in range(k)]
-    for t in range(lengths.pop()):
+    for t in range(length):
         outs = run_subgraph(body, [*states, *(s[t] for s in sequences)], scope, "Scan body")
         states = outs[:n]
         for j in range(k):
             collected[j].append(outs[n + j])
     results = list(states)
-    for j, (values, axis, direction) in enumerate(zip(collected, out_axes, out_dirs)):
+    for j, (values, axis, direction) in enumerate(zip(collected, plan.out_axes, plan.out_dirs)):
         if values:
             y = stack(values, f"Scan output {j}")
         else:
             dtype, shape = empty_scan_output(body, n + j)
             y = np.empty((0, *shape), dtype)
-        if direction:
-            y = y[::-1]
-        y = np.moveaxis(y, 0, _axis(axis, y.ndim, f"scan output {j}"))
-        results.append(np.ascontiguousarray(y))
+        results.append(unscan(y, axis, direction, f"scan output {j}"))
     return tuple(results)
-
-
-for _op in ("If", "Loop", "Scan"):
-    gradient_not_written(_op, "control flow: gradients through subgraphs are not built")

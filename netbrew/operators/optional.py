@@ -1,6 +1,7 @@
 """Optional values (ONNX optional(T)): an empty optional is None, a full one its element.
 
-Optional, OptionalHasElement and OptionalGetElement.
+Optional, OptionalHasElement and OptionalGetElement. The gradients of Optional and
+OptionalGetElement (the gradient passes through) are in optional_grad.py.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.operators.schema import gradient_not_written, kernel, no_gradient, schema
+from netbrew.operators.schema import kernel, no_gradient, schema
 
 TYPE_PREFIX = b"onnx.TypeProto:"
 
@@ -80,5 +81,3 @@ def optional_get_element_cpu(x):
 
 
 no_gradient("OptionalHasElement", "its output is a bool")
-for _op in ("Optional", "OptionalGetElement"):
-    gradient_not_written(_op, "optional wrapper: gradients through optional values are not built")

@@ -163,7 +163,9 @@ GradientMaker = Callable[..., list]
 `op` is the forward OperatorDef, `g_out[k]` the name of the gradient of output k (None
 when that output has none) and `g_in[i]` the name the gradient of input i must be
 written to (None when it is not wanted). The maker returns ordinary ops that compute
-the wanted input gradients (see netbrew.netdef.autodiff).
+the wanted input gradients (see netbrew.netdef.autodiff). A maker registered with
+`captures=True` gets more g_in entries after the declared inputs' ones: one for each
+outer-scope blob its op's subgraphs read (netbrew.netdef.autodiff.captured_reads).
 """
 
 
@@ -262,17 +264,20 @@ def kernel(op_type: str, device: str = "cpu") -> Callable[[Kernel], Kernel]:
 
 
 def gradient(
-    op_type: str, *, inplace_safe: bool = False
+    op_type: str, *, inplace_safe: bool = False, captures: bool = False
 ) -> Callable[[GradientMaker], GradientMaker]:
     """Registers the gradient maker of `op_type` (see GradientMaker).
 
     Args:
         inplace_safe: the gradient reads only the op's outputs (never an input that the op
             may overwrite in place), so autodiff accepts the op written in place.
+        captures: the maker also writes gradients of the outer-scope blobs that the op's
+            subgraphs read by name (If, Loop...): its g_in lists them after the inputs.
     """
 
     def register(maker: GradientMaker) -> GradientMaker:
         maker.inplace_safe = inplace_safe
+        maker.captures = captures
         return GRADIENTS.add(op_type, maker)
 
     return register

@@ -2,7 +2,8 @@
 
 SequenceConstruct, SequenceEmpty, SequenceInsert, SequenceAt, SequenceErase,
 SequenceLength, SplitToSequence, ConcatFromSequence and SequenceMap. Every op returns a new
-list; input lists are never changed.
+list; input lists are never changed. Their gradients (a sequence's gradient is a list of
+its tensors' gradients) are in sequence_grad.py.
 """
 
 from __future__ import annotations
@@ -13,19 +14,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.operators.control_flow import run_subgraph
-from netbrew.operators.schema import REQUIRED, gradient_not_written, kernel, no_gradient, schema
-
-SEQUENCE_OPS = (
-    "SequenceConstruct",
-    "SequenceEmpty",
-    "SequenceInsert",
-    "SequenceAt",
-    "SequenceErase",
-    "SequenceLength",
-    "SplitToSequence",
-    "ConcatFromSequence",
-    "SequenceMap",
-)
+from netbrew.operators.schema import REQUIRED, kernel, no_gradient, schema
 
 
 def _sequence(value: Any, op: str, slot: str = "input_sequence") -> list:
@@ -269,6 +258,3 @@ def sequence_map_cpu(seq, *extra, body, scope, output_mask):
 
 no_gradient("SequenceEmpty", "it has no inputs")
 no_gradient("SequenceLength", "its output is an integer count")
-for _op in SEQUENCE_OPS:
-    if _op not in ("SequenceEmpty", "SequenceLength"):
-        gradient_not_written(_op, "sequence op: gradients through tensor sequences are not built")

@@ -2,7 +2,8 @@
 
 Gradients are summed back to each input's shape. Max and Min send the output gradient to
 every input equal to the result, so with ties each tied input gets the full gradient (unlike
-PyTorch's maximum, which splits it evenly between two tied inputs).
+PyTorch's maximum, which splits it evenly between two tied inputs). Sum also adds
+sequences (lists of arrays) element by element, as autodiff sums sequence gradients.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import functools
 
 import numpy as np
 
+from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.net import op_def
 from netbrew.operators.arithmetic import check_broadcast, check_same_dtype
 from netbrew.operators.arithmetic_grad import reduce_each, shape_of
@@ -44,8 +46,22 @@ def _fold(ufunc: np.ufunc, arrays: tuple[np.ndarray, ...]) -> np.ndarray:
 
 
 @kernel("Sum")
-def sum_cpu(*arrays: np.ndarray) -> tuple[np.ndarray]:
+def sum_cpu(*arrays: np.ndarray | list) -> tuple[np.ndarray | list]:
+    if any(isinstance(a, list) for a in arrays):
+        return (_sum_sequences(arrays),)
     return (_fold(np.add, arrays),)
+
+
+def _sum_sequences(values: tuple) -> list:
+    """Sequences (lists of arrays) summed element by element: autodiff sums the partial
+    gradients of a sequence blob with Sum, and a sequence's gradient is a list."""
+    if not all(isinstance(v, list) for v in values):
+        kinds = ", ".join("sequence" if isinstance(v, list) else "tensor" for v in values)
+        raise SchemaError(f"Sum: inputs mix sequences and tensors ({kinds})")
+    lengths = [len(v) for v in values]
+    if len(set(lengths)) > 1:
+        raise ShapeError(f"Sum: sequence inputs differ in length: {lengths}")
+    return [sum_cpu(*items)[0] for items in zip(*values)]
 
 
 @kernel("Mean")

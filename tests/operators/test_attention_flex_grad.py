@@ -7,7 +7,7 @@ from netbrew.errors import OperatorError, SchemaError
 from netbrew.executor import Workspace
 from netbrew.netdef import op_def
 from netbrew.netdef.autodiff import add_gradient_ops
-from netbrew.operators import GRADIENTS
+from netbrew.operators import GRADIENTS, GradientNotWritten
 from netbrew.proto.netbrew_pb2 import NetDef
 from netbrew.testing import check_gradient, rand, run_op
 
@@ -111,13 +111,28 @@ def test_flex_attention_gradient_reads_outer_scope_as_constants():
         assert not d[:, :, 4].any() and d[:, :, 3].any()
 
 
-def test_flex_attention_gradient_rejects_control_flow_in_a_modifier():
-    branch = graph([op_def("Neg", ["s"], ["n"])], [], ["n"], name="branch")
-    with_if = graph(
-        [op_def("If", ["flag"], ["s2"], then_branch=branch, else_branch=branch)], ["s"], ["s2"]
-    )
-    op = op_def("FlexAttention", ["q", "k", "v"], ["y"], score_mod=with_if)
-    with pytest.raises(SchemaError, match="FlexAttention score_mod: cannot differentiate.*If"):
+def _if_modifier(flag, then_op="Neg"):
+    """score_mod = If(flag, then: then_op(s), else: s * s); the branches capture s by name."""
+    then = graph([op_def(then_op, ["s"], ["n"])], [], ["n"], name="then")
+    square = graph([op_def("Mul", ["s", "s"], ["n"])], [], ["n"], name="square")
+    flag_op = op_def("Constant", [], ["flag"], value=np.array(flag))
+    control = op_def("If", ["flag"], ["s2"], then_branch=then, else_branch=square)
+    return graph([flag_op, control], ["s"], ["s2"])
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_flex_attention_gradient_through_control_flow_in_a_modifier(flag):
+    check_gradient("FlexAttention", qkv(), score_mod=_if_modifier(flag))
+
+
+def test_flex_attention_gradient_rejects_an_op_whose_gradient_is_not_written(monkeypatch):
+    monkeypatch.setitem(GRADIENTS._items, "Neg", GradientNotWritten("not written in this test"))
+    direct = graph([op_def("Neg", ["s"], ["s2"])], ["s"], ["s2"])
+    op = op_def("FlexAttention", ["q", "k", "v"], ["y"], score_mod=direct)
+    with pytest.raises(SchemaError, match="FlexAttention score_mod: cannot differentiate.*Neg"):
+        GRADIENTS["FlexAttention"](op, ["dy"], ["dq", None, None])
+    op = op_def("FlexAttention", ["q", "k", "v"], ["y"], score_mod=_if_modifier(True))
+    with pytest.raises(SchemaError, match="FlexAttention score_mod: If then_branch: .*Neg"):
         GRADIENTS["FlexAttention"](op, ["dy"], ["dq", None, None])
 
 
