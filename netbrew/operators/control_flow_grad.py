@@ -145,6 +145,16 @@ def replay(
     return d_carried, rest
 
 
+def _carried_floats(steps: Sequence[Sequence[Any]], first: int, final: Sequence[Any]) -> list:
+    """Indices of the carried values that are floats at some iteration: a sequence that
+    starts empty (SequenceEmpty) and fills with float tensors carries gradients too."""
+    return [
+        j
+        for j, last in enumerate(final)
+        if is_float(last) or any(is_float(step[first + j]) for step in steps)
+    ]
+
+
 def _rows(grad: Any, steps: int, what: str) -> np.ndarray:
     rows = np.asarray(grad)
     if rows.ndim == 0 or rows.shape[0] != steps:
@@ -212,7 +222,7 @@ def loop_gradient_cpu(m, cond, *rest, body, wrt, scope, output_mask):
     v_initial, dv_final, dscans = rest[:n], rest[n : 2 * n], rest[2 * n :]
     steps, final = _loop_record(m, cond, v_initial, body, scope)
     captured = captured_values(wrt, scope, "LoopGradient")
-    floats = [j for j in range(n) if is_float(v_initial[j])]
+    floats = _carried_floats(steps, 2, final)
     scans = [j for j in range(k) if dscans[j] is not None]
     cap = [c for c, v in enumerate(captured) if is_float(v)]
     formal = list(body.external_input)
@@ -324,7 +334,7 @@ def scan_gradient_cpu(*args, body, wrt, scope, output_mask, **attrs):
     forward, d_states, dys = args[: n + m], args[n + m : 2 * n + m], args[2 * n + m :]
     steps, final = _scan_record(forward, plan, body, scope)
     captured = captured_values(wrt, scope, "ScanGradient")
-    states = [j for j in range(n) if is_float(forward[j])]
+    states = _carried_floats(steps, 0, final)
     xs = [j for j in range(m) if is_float(forward[n + j])]
     outs = [j for j in range(k) if dys[j] is not None]
     cap = [c for c, v in enumerate(captured) if is_float(v)]

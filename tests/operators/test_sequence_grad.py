@@ -236,3 +236,22 @@ def test_sum_adds_sequences_elementwise_and_refuses_mixtures():
         run("Sum", [a, f64(2)])
     with pytest.raises(OperatorError, match="differ in length: \\[2, 1\\]"):
         run("Sum", [a, a[:1]])
+
+
+def test_loop_fills_a_sequence_that_starts_empty():
+    # S0 = []; body(i, c, S) -> (c, S + [x * w]); the carried sequence holds floats only
+    # after the first iteration, and still carries the gradient back to x and w
+    body = graph(
+        [op_def("Mul", ["x", "w"], ["xw"]), op_def("SequenceInsert", ["S", "xw"], ["S2"])],
+        ["i", "c", "S"],
+        ["c", "S2"],
+    )
+    ops = [
+        op_def("SequenceEmpty", [], ["S0"], dtype=np.float64),
+        op_def("Loop", ["m", "", "S0"], ["S"], body=body),
+        op_def("ConcatFromSequence", ["S"], ["y"], axis=0),
+        *loss_of("y"),
+    ]
+    feeds = {"x": f64(2), "w": f64(2, seed=1), "m": np.array(3, np.int64)}
+    got = check_net_gradient(ops, feeds, ["x", "w"])
+    np.testing.assert_allclose(got["x"], 3 * 2 * feeds["x"] * feeds["w"] ** 2)
