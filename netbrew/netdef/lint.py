@@ -37,7 +37,7 @@ def lint_problems(net: NetDef) -> list[str]:
         if schema is not None:
             for o, out in enumerate(op.output):
                 for i, inp in enumerate(op.input):
-                    if out and out == inp and schema.inplace.get(i) != o:
+                    if out and out == inp and schema.inplace_output(i) != o:
                         problems.append(
                             f"{where}: writes input {i} ({inp!r}) in place as output {o}, "
                             f"which {op.type} does not allow"

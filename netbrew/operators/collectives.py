@@ -22,7 +22,7 @@ from netbrew.errors import SchemaError
 from netbrew.netdef.net import op_def
 from netbrew.operators.schema import gradient, kernel, schema
 
-_ANY_IN_PLACE = {i: i for i in range(1024)}  # tensor i may be written back to output i
+_ANY_IN_PLACE = {0: 0}  # on the variadic slot: tensor k may be written back to output k
 
 schema(
     "Allreduce",

@@ -80,6 +80,17 @@ class OpSchema:
     wants_scope: bool = False
     infer: Callable | None = field(default=None, compare=False)
 
+    def inplace_output(self, i: int) -> int | None:
+        """The output input `i` may be written to in place, or None. A pair declared for
+        the variadic last input slot holds for every input it takes, in step (Allreduce's
+        tensor k may become its output k)."""
+        if i in self.inplace:
+            return self.inplace[i]
+        last = len(self.inputs) - 1
+        if self.max_inputs == float("inf") and i > last and last in self.inplace:
+            return self.inplace[last] + (i - last)
+        return None
+
     def input_name(self, i: int) -> str:
         return self.inputs[min(i, len(self.inputs) - 1)] if self.inputs else f"input {i}"
 
