@@ -151,3 +151,37 @@ def check_gradient(
             atol=atol,
             err_msg=f"{op_type}: gradient of input {i} disagrees with central differences",
         )
+
+
+def check_device(
+    op_type: str,
+    inputs: Sequence[Any],
+    *,
+    outputs: int = 1,
+    device: str = "cuda:0",
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    **attrs: Any,
+) -> list[np.ndarray]:
+    """Asserts that the op's kernel on `device` (inputs fed there) gives the CPU kernel's
+    outputs: shapes and dtypes equal, values within the tolerances. The NumPy kernel is
+    every CUDA kernel's oracle. Returns the device's outputs, copied back."""
+    expected = run_op(op_type, inputs, outputs=outputs, **attrs)
+    ws = Workspace()
+    in_names = []
+    for i, value in enumerate(inputs):
+        in_names.append("" if value is None else f"in{i}")
+        if value is not None:
+            ws.feed_blob(f"in{i}", value, device=device)
+    out_names = [f"out{i}" for i in range(outputs)]
+    ws.run_operator_once(op_def(op_type, in_names, out_names, device=device, **attrs))
+    got = [ws.fetch_blob(n) for n in out_names]
+    for i, (g, e) in enumerate(zip(got, expected)):
+        where = f"{op_type} output {i} on {device}"
+        assert g.shape == e.shape, f"{where}: shape {g.shape}, expected {e.shape}"
+        assert g.dtype == e.dtype, f"{where}: dtype {g.dtype}, expected {e.dtype}"
+        if e.dtype.kind in "fc":
+            np.testing.assert_allclose(g, e, atol=atol, rtol=rtol, err_msg=where)
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=where)
+    return got

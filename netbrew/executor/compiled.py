@@ -30,6 +30,12 @@ class CompiledOp:
     rng: np.random.Generator | None = field(default=None, repr=False)
 
     @property
+    def device_id(self) -> int | None:
+        """The CUDA ordinal of a GPU op, None for a CPU op."""
+        kind, _, index = self.device.partition(":")
+        return int(index or 0) if kind == "cuda" else None
+
+    @property
     def where(self) -> str:
         name = f" {self.op.name!r}" if self.op.name else ""
         return f"op #{self.index} {self.op.type}{name}"
@@ -44,6 +50,10 @@ class CompiledOp:
                 f"{suggest(missing, blobs)} Feed it, or run the net that produces it first."
             ) from None
         try:
+            if self.device_id is not None:  # the op's GPU context, current on this thread
+                from netbrew.cuda import activate
+
+                activate(self.device_id)
             self.schema.check_dtypes(args)
             extra = {}
             if self.rng is not None:
@@ -65,8 +75,9 @@ class CompiledOp:
             )
         for name, value in zip(self.outputs, results):
             if name:
-                # sequences (lists) and empty optionals (None) stay as they are
+                # sequences (lists), empty optionals (None) and GPU arrays stay as they are
                 keep = value is None or isinstance(value, (np.ndarray, list))
+                keep = keep or hasattr(value, "gpudata")
                 blobs[name] = value if keep else np.asarray(value)
 
     def describe(self, blobs: MutableMapping[str, Any], error: BaseException) -> str:
@@ -91,7 +102,8 @@ def _meta(value: Any) -> str:
     shape = getattr(value, "shape", None)
     if shape is None:
         return type(value).__name__
-    return f"{value.dtype}[{', '.join(map(str, shape))}]"
+    where = " on cuda" if hasattr(value, "gpudata") else ""
+    return f"{value.dtype}[{', '.join(map(str, shape))}]{where}"
 
 
 def compile_op(index: int, op: OperatorDef, net_device: DeviceOption | None = None) -> CompiledOp:

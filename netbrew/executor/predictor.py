@@ -16,6 +16,11 @@ from netbrew.proto.netbrew_pb2 import NetDef, TensorShape
 FILE_OPS = frozenset({"Save", "Load"})
 
 
+def _host(value: Any) -> Any:
+    """A GPU output copied back to NumPy (the caller gets host arrays either way)."""
+    return value.get() if hasattr(value, "gpudata") else value
+
+
 def refuse_file_ops(net: NetDef, who: str) -> None:
     """Raises SchemaError if `net` holds ops that touch the file system (DESIGN §9)."""
     found = sorted({op.type for op in net.op if op.type in FILE_OPS})
@@ -93,6 +98,12 @@ class Predictor:
         predict_net: the inference net.
         allow_file_ops: permit Save/Load ops in either net.
         optimize: apply the inference-safe graph passes (netbrew.netdef.passes) first.
+        device: "cpu", or "cuda"/"cuda:N": the parameters move to that GPU once, and the
+            placement pass (netbrew.executor.placement) puts every op with a CUDA kernel
+            there, with explicit copies; outputs come back as NumPy arrays. DeviceError
+            when CUDA cannot be had.
+        strict: with a GPU device, refuse ops without a CUDA kernel instead of running
+            them on the CPU.
 
     Feeds are checked: a missing or unexpected input, or one whose dtype or rank differs
     from the net's value_info, raises FeedError naming the blob.
@@ -105,7 +116,14 @@ class Predictor:
         *,
         allow_file_ops: bool = False,
         optimize: bool = True,
+        device: str = "cpu",
+        strict: bool = False,
     ) -> None:
+        self.device = "cpu" if device in (None, "cpu") else device
+        if self.device != "cpu":
+            from netbrew.cuda import require
+
+            self.device = f"cuda:{require(self.device)}"  # DeviceError says what is missing
         self.predict_net = _netdef(predict_net)
         init = _netdef(init_net) if init_net is not None else NetDef(name="init")
         if not allow_file_ops:
@@ -122,9 +140,27 @@ class Predictor:
             list(self.predict_net.op[-1].output) if self.predict_net.op else []
         )
         self.value_info: dict[str, TensorShape] = {v.name: v for v in self.predict_net.value_info}
+        self.placement = None
+        if self.device != "cpu":
+            self._place(strict)
         self.workspace.create_net(self.predict_net)
         self._runtime = self.workspace.get_net(self.predict_net.name)
-        self._params = {n: self.workspace.fetch_blob(n) for n in self.workspace.blobs()}
+        self._params = {
+            n: self.workspace.fetch_blob(n, copy_to_host=False) for n in self.workspace.blobs()
+        }
+
+    def _place(self, strict: bool) -> None:
+        """Parameters to the GPU, ops placed with copies (self.placement is the report)."""
+        from netbrew.executor.placement import plan_placement
+
+        params = [b for b in self.workspace.blobs() if b not in self.input_names]
+        for name in params:
+            self.workspace.feed_blob(name, self.workspace.fetch_blob(name), device=self.device)
+        self.placement = plan_placement(
+            self.predict_net, device=self.device, params=params, params_device=self.device,
+            strict=strict,
+        )  # fmt: skip
+        self.predict_net = self.placement.net
 
     def check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The feeds as arrays, after checking names, dtypes and ranks."""
@@ -209,4 +245,4 @@ class Predictor:
             raise BlobNotFoundError(
                 f"output {missing[0]!r} was not produced by net {self.predict_net.name!r}"
             )
-        return {name: blobs[name] for name in self.output_names}
+        return {name: _host(blobs[name]) for name in self.output_names}

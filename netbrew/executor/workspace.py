@@ -34,16 +34,29 @@ class Workspace:
 
     # -- blobs ---------------------------------------------------------------------------
 
-    def feed_blob(self, name: str, value: Any) -> None:
-        """Stores `value` (anything np.asarray accepts) under `name`."""
+    def feed_blob(self, name: str, value: Any, device: str | None = None) -> None:
+        """Stores `value` (anything np.asarray accepts) under `name`; device="cuda:0" keeps
+        it on that GPU as a PyCUDA GPUArray (DeviceError when CUDA cannot be had)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"blob name must be a non-empty string, got {name!r}")
-        self._blobs[name] = value if isinstance(value, np.ndarray) else np.asarray(value)
+        if device is not None and device != "cpu":
+            from netbrew.cuda import to_gpu
 
-    def fetch_blob(self, name: str) -> Any:
-        """The blob called `name`; the error suggests near names (scoped ones too)."""
+            self._blobs[name] = to_gpu(value, device)
+            return
+        gpu = hasattr(value, "gpudata")
+        self._blobs[name] = value if isinstance(value, np.ndarray) or gpu else np.asarray(value)
+
+    def blob_device(self, name: str) -> str:
+        """'cuda' for a blob held on a GPU, 'cpu' otherwise."""
+        return "cuda" if hasattr(self.fetch_blob(name, copy_to_host=False), "gpudata") else "cpu"
+
+    def fetch_blob(self, name: str, copy_to_host: bool = True) -> Any:
+        """The blob called `name` (a GPU blob copied back to NumPy, as Caffe2's FetchBlob
+        did, unless copy_to_host=False); the error suggests near names, scoped ones too."""
         try:
-            return self._blobs[name]
+            value = self._blobs[name]
+            return value.get() if copy_to_host and hasattr(value, "gpudata") else value
         except KeyError:
             near = suggest(name, self._blobs)
             scoped = [b for b in self._blobs if b.endswith("/" + name)]

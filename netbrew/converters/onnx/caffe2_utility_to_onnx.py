@@ -69,7 +69,8 @@ def _identity(op: OperatorDef) -> Converted:
     )
 
 
-for _op in ("Copy", "Alias", "EnsureCPUOutput"):
+# The device copies too: ONNX has no devices, a copy between them is the Identity.
+for _op in ("Copy", "Alias", "EnsureCPUOutput", "CopyCPUToGPU", "CopyGPUToCPU"):
     to_onnx(_op)(_identity)
 
 for _op in ("Print", "Summarize"):

@@ -189,6 +189,17 @@ def _example_inputs(net: NetDef, inputs: InputSpec) -> dict[str, np.ndarray]:
     return out
 
 
+def on_cpu(net: NetDef) -> NetDef:
+    """A copy of `net` with every device option cleared (copies between devices run as
+    host copies there)."""
+    out = NetDef()
+    out.CopyFrom(net)
+    out.ClearField("device_option")
+    for op in out.op:
+        op.ClearField("device_option")
+    return out
+
+
 def export(
     predict_net: Any,
     init_net: Any = None,
@@ -229,7 +240,7 @@ def export(
     initializers += [t for t in inits if t.name in used or t.name in net.external_output]
     for name_, value in examples.items():
         ws.feed_blob(name_, value)
-    ws.run_net_once(net)
+    ws.run_net_once(on_cpu(net))  # the example run gives the outputs' types; ONNX has no devices
     outputs = list(net.external_output) or list(net.op[-1].output)
     graph = helper.make_graph(
         nodes,

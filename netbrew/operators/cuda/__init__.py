@@ -1,0 +1,9 @@
+"""CUDA kernels, one module per op family beside its .cu source (DESIGN §6).
+
+Importing them registers the kernels under device "cuda"; PyCUDA itself is imported only
+when a kernel first runs, so a CPU-only install loads this package without it.
+"""
+
+from netbrew.operators.cuda import (  # noqa: F401  (imported to register their kernels)
+    activations,
+)

@@ -1,0 +1,74 @@
+"""Launch helpers the CUDA kernels share: grids, GPU allocation, broadcast metadata.
+
+Kernels follow the CPU kernels' signature on GPUArrays: `(*arrays, **attrs) -> tuple`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from netbrew.cuda import activate, to_gpu
+from netbrew.cuda.compile import function
+
+BLOCK = 256
+MAX_RANK = 8
+MAX_GRID = 65535 * 4
+
+
+def grid(n: int, block: int = BLOCK) -> dict[str, tuple]:
+    """Launch shape for a grid-stride loop over n elements (at least one block)."""
+    blocks = max(1, min((n + block - 1) // block, MAX_GRID))
+    return {"grid": (blocks, 1, 1), "block": (block, 1, 1)}
+
+
+def empty(shape: Sequence[int], dtype: Any) -> Any:
+    import pycuda.gpuarray as gpuarray
+
+    return gpuarray.empty(tuple(int(d) for d in shape), np.dtype(dtype))
+
+
+def zeros(shape: Sequence[int], dtype: Any) -> Any:
+    import pycuda.gpuarray as gpuarray
+
+    return gpuarray.zeros(tuple(int(d) for d in shape), np.dtype(dtype))
+
+
+def broadcast_meta(out_shape: Sequence[int], *in_shapes: Sequence[int]) -> Any:
+    """A GPU int64 array [shape (MAX_RANK), strides of input 0 (MAX_RANK), ...] for
+    nb_broadcast_offset; strides are in elements, 0 on broadcast axes (NumPy's rules)."""
+    rank = len(out_shape)
+    if rank > MAX_RANK:
+        raise ValueError(f"rank {rank} is over the CUDA kernels' limit of {MAX_RANK}")
+    rows = [list(out_shape) + [1] * (MAX_RANK - rank)]
+    for shape in in_shapes:
+        padded = [1] * (rank - len(shape)) + list(shape)
+        strides, step = [0] * rank, 1
+        for d in reversed(range(rank)):
+            strides[d] = 0 if padded[d] == 1 and out_shape[d] != 1 else step
+            step *= padded[d]
+        rows.append(strides + [0] * (MAX_RANK - rank))
+    return to_gpu(np.array(rows, np.int64).reshape(-1))
+
+
+def kernel(family: str, name: str, device: int = 0):
+    """The compiled kernel (see netbrew.cuda.compile.function)."""
+    activate(device)
+    return function(family, name, device)
+
+
+CTYPES = {
+    np.dtype(t): tag
+    for t, tag in [(np.float32, "f32"), (np.float16, "f16"), (np.float64, "f64"),
+                   (np.int32, "i32"), (np.int64, "i64"), (np.bool_, "b8")]
+}  # fmt: skip
+
+
+def suffix(dtype: Any, op: str, allowed: Sequence[str] = ("f32", "f16")) -> str:
+    """The kernel-name suffix of `dtype` ('f32'...), or a TypeError naming the op."""
+    tag = CTYPES.get(np.dtype(dtype))
+    if tag not in allowed:
+        raise TypeError(f"{op}: no CUDA kernel for dtype {np.dtype(dtype)} (have {list(allowed)})")
+    return tag
