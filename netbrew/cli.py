@@ -8,6 +8,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         if not sep:
             raise NetbrewError(f"--input {item!r}: expected NAME=FILE.npy")
         feeds[name] = np.load(file, allow_pickle=False)
-    outputs = Predictor(init_net, net).run(feeds)
+    outputs = Predictor(init_net, net, device=ns.device, strict=ns.strict).run(feeds)
     out_dir = Path(ns.output)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, value in outputs.items():
@@ -187,6 +188,8 @@ def _bench(ns: argparse.Namespace) -> int:
         from netbrew.executor.predictor import optimize_for_inference
 
         net = optimize_for_inference(net, ws, params_are_constant=is_onnx)
+    if ns.device != "cpu":
+        net = _to_device(net, ws, ns.device, ns.strict)
     shapes = dict(_parse_shape(i) for i in ns.input)
     unknown = [n for n in shapes if n not in net.external_input]
     if unknown:
@@ -227,6 +230,21 @@ def _bench(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _to_device(net: NetDef, ws: Any, device: str, strict: bool) -> NetDef:
+    """The parameters moved to `device` and the net placed there (copies, fallbacks)."""
+    from netbrew.cuda import require
+    from netbrew.executor.placement import plan_placement
+
+    device = f"cuda:{require(device)}"  # DeviceError says what is missing
+    params = ws.blobs()
+    for name in params:
+        ws.feed_blob(name, ws.fetch_blob(name), device=device)
+    placed = plan_placement(net, device=device, params=params, params_device=device,
+                            strict=strict)  # fmt: skip
+    print(placed, file=sys.stderr)
+    return placed.net
+
+
 def cmd_demo(ns: argparse.Namespace) -> int:
     from netbrew.demo import main as demo_main
     from netbrew.distributed.world import launched_size
@@ -235,8 +253,8 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         from netbrew.distributed.launch import launch
 
         args = ["-m", "netbrew.cli", "demo", "--workers", str(ns.workers), "-o", ns.output]
-        return launch(ns.workers, args)
-    return demo_main(ns.output)
+        return launch(ns.workers, [*args, "--device", ns.device])
+    return demo_main(ns.output, device=ns.device)
 
 
 def cmd_launch(ns: argparse.Namespace) -> int:
@@ -245,7 +263,11 @@ def cmd_launch(ns: argparse.Namespace) -> int:
     return launch(ns.n, [ns.script, *ns.args], timeout=ns.timeout)
 
 
-_STRICT = "refuse a Caffe2 model whose ops ask for a GPU (default: run them on CPU)"
+_STRICT = (
+    "refuse a CPU fallback: a Caffe2 model whose ops ask for a GPU (without --device cuda), "
+    "or an op without a CUDA kernel (with it)"
+)
+_DEVICE = "cpu (default), cuda or cuda:N: run on that GPU (netbrew[cuda])"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--workers", type=int, default=1, help="train data-parallel over N MPI ranks (default 1)"
     )
+    demo.add_argument("--device", default="cpu", help=_DEVICE)
     demo.set_defaults(func=cmd_demo)
     launch = sub.add_parser("launch", help="run a Python script on N ranks under mpiexec")
     launch.add_argument("-n", type=int, default=2, help="how many ranks (default 2)")
@@ -280,12 +303,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("model", help="predict_net .pb/.pbtxt, or a model folder")
     run.add_argument("--init", help="init_net file")
     run.add_argument("--strict", action="store_true", help=_STRICT)
+    run.add_argument("--device", default="cpu", help=_DEVICE)
     run.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeat)")
     run.add_argument("-o", "--output", default=".", help="folder for the output .npy files")
     run.set_defaults(func=cmd_run)
     bench = sub.add_parser("bench", help="time a model's ops on random inputs")
     bench.add_argument("model", help="model folder, predict_net .pb/.pbtxt, or .onnx file")
     bench.add_argument("--init", help="init_net file")
+    bench.add_argument("--device", default="cpu", help=_DEVICE)
+    bench.add_argument("--strict", action="store_true", help=_STRICT)
     bench.add_argument(
         "--input", action="append", default=[], help="NAME=1x3x224x224 (default: value_info)"
     )

@@ -81,10 +81,18 @@ class _Silent:
         pass
 
 
-def main(output: str = "netbrew_demo", epochs: int = 12, batch: int = 64) -> int:
+def main(
+    output: str = "netbrew_demo", epochs: int = 12, batch: int = 64, device: str = "cpu"
+) -> int:
     """The demo; under `netbrew demo --workers N` each of the N ranks trains on its shard
-    with batch // N images a step, the gradients averaged by Allreduce, and rank 0 reports."""
+    with batch // N images a step, the gradients averaged by Allreduce, and rank 0 reports.
+    device="cuda" trains on the GPU (the model's ops placed there, the batches copied)."""
     from netbrew import distributed
+
+    if device != "cpu":
+        from netbrew.cuda import require
+
+        device = f"cuda:{require(device)}"  # DeviceError says what is missing
 
     start = time.perf_counter()
     world = distributed.init()
@@ -92,6 +100,9 @@ def main(output: str = "netbrew_demo", epochs: int = 12, batch: int = 64) -> int
     x_train, y_train, x_test, y_test = split()
     say(f"UCI digits: {len(y_train)} training and {len(y_test)} held-out 8x8 images")
     model = training_model()
+    if device != "cpu":
+        model.run_all_on(device)
+        say(f"training on {device}")
     if world.size > 1:
         say(f"data-parallel over {world.size} ranks, batch {batch // world.size} each")
         distributed.allreduce_gradients(model)

@@ -139,6 +139,17 @@ class ModelHelper:
         """Parameters that get gradients: `params`."""
         return list(self.params)
 
+    def run_all_on(self, device: Any) -> None:
+        """Places the whole model, both nets and every op already added, on `device`
+        ('cuda:0', 'cpu'), as Caffe2's RunAllOnGPU did; parameters are then made there."""
+        from netbrew.netdef.scope import parse_device
+
+        option = parse_device(device)
+        for net in (self.net, self.param_init_net):
+            net.set_device(option)
+            for op in net.proto().op:
+                op.device_option.CopyFrom(option)
+
     def get_computed_params(self) -> list[BlobReference]:
         return list(self.computed_params)
 

@@ -72,12 +72,20 @@ def missing_kernels(net: NetDef, device: str | None = None) -> collections.Count
     return missing
 
 
+def wants_gpu(net: NetDef) -> bool:
+    """True when the net or any op asks for a device other than the CPU."""
+    if net.HasField("device_option") and net.device_option.device_type != 0:
+        return True
+    return any(op.HasField("device_option") and op.device_option.device_type for op in net.op)
+
+
 def plan_placement(
     net: Any,
     *,
     device: str | None = None,
     params: Any = (),
     params_device: str = CPU,
+    locations: dict[str, str] | None = None,
     strict: bool = False,
 ) -> Placement:
     """Places every op of `net` (Net or NetDef; not modified) and inserts the copies.
@@ -87,6 +95,8 @@ def plan_placement(
         params: blobs that already live on `params_device` before the net runs (the
             parameters an init net made); every other external input starts on the CPU.
         params_device: where `params` live.
+        locations: blob -> device for blobs that exist already (a Workspace's), over
+            params and params_device.
         strict: refuse an op that asks for a GPU and has no CUDA kernel.
 
     Raises:
@@ -108,6 +118,7 @@ def plan_placement(
     out.ClearField("device_option")
     placement = Placement(out, fallbacks=missing)
     location = {b: params_device for b in params}
+    location.update(locations or {})
     copies: dict[tuple[str, str], str] = {}  # (blob, device) -> the copy's name there
     for op in proto.op:
         where = _wanted(op, proto, device)

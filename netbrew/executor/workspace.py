@@ -93,8 +93,19 @@ class Workspace:
                 f"net {proto.name!r} already exists in this workspace; "
                 "pass overwrite=True to replace it"
             )
-        self._nets[proto.name] = create_runtime(proto)
+        self._nets[proto.name] = create_runtime(self._placed(proto))
         return proto.name
+
+    def _placed(self, proto: NetDef) -> NetDef:
+        """`proto` itself when every op runs on the CPU; else the placement pass's net,
+        with copies where a blob crosses devices (blobs already here stay where they are;
+        blobs fed later are taken to come from the host)."""
+        from netbrew.executor.placement import plan_placement, wants_gpu
+
+        if not wants_gpu(proto):
+            return proto
+        where = {n: ("cuda:0" if hasattr(v, "gpudata") else "cpu") for n, v in self._blobs.items()}
+        return plan_placement(proto, locations=where).net
 
     def run_net(self, name: Any, num_iter: int = 1, profile: bool = False) -> Profile | None:
         """Runs a created net `num_iter` times. Accepts the name, a Net or a NetDef.
@@ -132,7 +143,7 @@ class Workspace:
 
     def run_net_once(self, net: Any) -> None:
         """Creates, runs and forgets `net`."""
-        create_runtime(_netdef(net)).run(self._blobs)
+        create_runtime(self._placed(_netdef(net))).run(self._blobs)
 
     def run_operator_once(self, op: OperatorDef) -> None:
         """Runs a single OperatorDef against the workspace's blobs."""

@@ -75,7 +75,7 @@ CAFFE2_METHODS = {
     "AddGradientOperators": "add_gradient_operators() (ModelHelper) or "
     "netbrew.netdef.autodiff.add_gradient_ops(net, losses)",
     "Clone": "clone()",
-    "RunAllOnGPU": "run_all_on() (issue 22) or a device_scope",
+    "RunAllOnGPU": "set_device() (or ModelHelper.run_all_on())",
 }
 
 # Every name a Net was given in this process, so that clones get fresh ones.
@@ -214,6 +214,14 @@ class Net:
     @property
     def ops(self) -> Sequence[OperatorDef]:
         return self._net.op
+
+    def set_device(self, device: DeviceOption | str | None) -> None:
+        """Places the net's ops that have no device option of their own: 'cpu', 'cuda',
+        'cuda:N' or a DeviceOption; None clears it."""
+        if device is None:
+            self._net.ClearField("device_option")
+        else:
+            self._net.device_option.CopyFrom(parse_device(device))
 
     def set_type(
         self, net_type: str, num_workers: int | None = None, adaptive: bool | None = None

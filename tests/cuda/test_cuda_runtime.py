@@ -86,3 +86,33 @@ def test_asking_for_cuda_without_it_is_a_clear_error(no_pycuda):
     assert cuda.parse_device("gpu:2") == 2
     with pytest.raises(ValueError, match="expected 'cuda'"):
         cuda.parse_device("tpu")
+
+
+def test_the_command_line_and_the_backend_say_what_is_missing(no_pycuda, model_dir, capsys):
+    from netbrew.cli import main
+    from netbrew.converters.onnx import backend
+
+    assert main(["demo", "--device", "cuda", "-o", "unused"]) == 1
+    assert "pycuda" in capsys.readouterr().err
+    assert main(["bench", str(model_dir), "--device", "cuda:0"]) == 1
+    assert "pycuda" in capsys.readouterr().err
+    assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+    assert not backend.supports_device("TPU")
+
+
+def test_set_device_and_run_all_on_place_a_model():
+    from netbrew import brew
+    from netbrew.brew import ModelHelper
+    from netbrew.executor import placement
+
+    net = Net("n")
+    net.Relu("x", "y")
+    net.set_device("cuda:1")
+    assert net.proto().device_option.device_id == 1 and placement.wants_gpu(net.proto())
+    net.set_device(None)
+    assert not placement.wants_gpu(net.proto())
+    model = ModelHelper("m")
+    brew.fc(model, "x", "fc", 2, 2)
+    model.run_all_on("cuda:0")
+    for n in (model.net, model.param_init_net):
+        assert all(op.device_option.device_type == 1 for op in n.proto().op)

@@ -112,3 +112,27 @@ def test_a_placed_net_saves_and_exports_its_copies(cuda_kernels, tmp_path):
 
     x = np.array([-1.0, 2.0], np.float32)
     assert ReferenceEvaluator(model).run(None, {"x": x})[0].tolist() == [0.0, 2.0]
+
+
+def test_a_workspace_places_a_gpu_net_when_it_creates_it(cuda_kernels, monkeypatch):
+    """The copies appear in the created net; here the kernels are CPU stand-ins."""
+    from netbrew.executor import Workspace
+    from netbrew.operators import KERNELS
+
+    cuda_kernels("Relu")
+    monkeypatch.setitem(KERNELS._items, ("Relu", "cuda"), KERNELS[("Relu", "cpu")])
+    for op in ("CopyCPUToGPU", "CopyGPUToCPU"):
+        monkeypatch.setitem(KERNELS._items, (op, "cuda"), KERNELS[(op, "cpu")])
+    monkeypatch.setattr("netbrew.executor.compiled.CompiledOp.device_id", None)
+    net = Net("gpu")
+    net.add_external_input("x")
+    with device_scope("cuda:0"):
+        net.Relu("x", "y")
+    net.Neg("y", "z")
+    ws = Workspace()
+    ws.feed_blob("x", np.array([-1.0, 2.0], np.float32))
+    ws.create_net(net)
+    created = [c.op.type for c in ws.get_net("gpu").ops]
+    assert created == ["CopyCPUToGPU", "Relu", "CopyGPUToCPU", "Neg"]
+    ws.run_net("gpu")
+    assert ws.fetch_blob("z").tolist() == [0.0, -2.0]

@@ -63,12 +63,10 @@ class ModelHelper(_ModelHelper):
         return self.net.Proto()
 
     def RunAllOnGPU(self, gpu_id: int = 0, use_cudnn: bool = False) -> None:  # noqa: N802
-        """Places every op on CUDA device `gpu_id`; without a GPU they run on the CPU."""
+        """Places every op on CUDA device `gpu_id` (netbrew's run_all_on); without a GPU
+        they run on the CPU, with a warning."""
         option = core.on_cpu_if_no_gpu(core.DeviceOption(1, gpu_id), "RunAllOnGPU")
-        for net in (self.net, self.param_init_net):
-            net.Proto().device_option.CopyFrom(option)
-            for op in net.Proto().op:
-                op.device_option.CopyFrom(option)
+        self.run_all_on(option)
 
 
 def _in_scope(blobs: Sequence[str], namescope: str | None) -> list:

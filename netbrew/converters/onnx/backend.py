@@ -24,7 +24,12 @@ class NetbrewRep(BackendRep):
     """A prepared model: its init net already run, its predict net created."""
 
     def __init__(
-        self, init_net, predict_net, optimize: bool = True, net_type: str | None = None
+        self,
+        init_net,
+        predict_net,
+        optimize: bool = True,
+        net_type: str | None = None,
+        device: str = "cpu",
     ) -> None:
         if net_type is not None:  # before the passes: blob sharing respects the runtime
             predict_net.type = net_type
@@ -37,6 +42,14 @@ class NetbrewRep(BackendRep):
         params = set(self.workspace.blobs())
         self.input_names = [b for b in predict_net.external_input if b not in params]
         self.output_names = list(predict_net.external_output)
+        if device != "cpu":  # parameters to the GPU once, ops placed with copies
+            from netbrew.executor.placement import plan_placement
+
+            for name in params:
+                self.workspace.feed_blob(name, self.workspace.fetch_blob(name), device=device)
+            predict_net = plan_placement(
+                predict_net, device=device, params=params, params_device=device
+            ).net
         # made once: building the namedtuple class took 0.16 ms, on every run
         self._outputs = namedtupledict("Outputs", self.output_names)
         self.runtime = create_runtime(predict_net)
@@ -47,7 +60,11 @@ class NetbrewRep(BackendRep):
         for name, value in _bind(self.input_names, inputs).items():
             blobs[name] = value
         self.runtime.run(blobs)
-        return self._outputs(*[blobs[name] for name in self.output_names])
+        return self._outputs(*[_host(blobs[name]) for name in self.output_names])
+
+
+def _host(value: Any) -> Any:
+    return value.get() if hasattr(value, "gpudata") else value
 
 
 def _bind(names: Sequence[str], inputs: Any) -> dict[str, Any]:
@@ -68,11 +85,19 @@ def _feed(value: Any) -> Any:
 
 
 class NetbrewBackend(Backend):
-    """The onnx.backend.base.Backend over netbrew's executor (CPU)."""
+    """The onnx.backend.base.Backend over netbrew's executor: "CPU", or "CUDA"/"CUDA:N"
+    when netbrew.cuda finds a GPU."""
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
-        return device.upper().startswith("CPU")
+        kind, _, index = device.upper().partition(":")
+        if kind == "CPU":
+            return True
+        if kind != "CUDA" or (index and not index.isdigit()):
+            return False
+        from netbrew import cuda
+
+        return cuda.device_count() > int(index or 0)
 
     @classmethod
     def prepare(
@@ -89,10 +114,18 @@ class NetbrewBackend(Backend):
             net_type: the runtime (NetDef.type): "simple" (default) or "dag"/"parallel".
             optimize: apply the inference graph passes (as Predictor does).
         """
-        if not cls.supports_device(device):
-            raise ValueError(f"netbrew's ONNX backend runs on CPU, not {device!r}")
+        kind, _, index = device.upper().partition(":")
+        if kind == "CUDA":
+            from netbrew import cuda
+
+            where = f"cuda:{cuda.require(int(index or 0))}"  # DeviceError: what is missing
+        elif kind == "CPU":
+            where = "cpu"
+        else:
+            raise ValueError(f"netbrew's ONNX backend runs on CPU or CUDA, not {device!r}")
         init_net, predict_net = import_model(model, infer_shapes=optimize)
-        return NetbrewRep(init_net, predict_net, optimize=optimize, net_type=net_type)
+        return NetbrewRep(init_net, predict_net, optimize=optimize, net_type=net_type,
+                          device=where)  # fmt: skip
 
     @classmethod
     def run_model(cls, model, inputs, device: str = "CPU", **kwargs: Any) -> tuple:
