@@ -1,11 +1,17 @@
-"""SumReduceLike: the reverse of broadcasting, used by the gradients of broadcasting ops."""
+"""SumReduceLike: the reverse of broadcasting, used by the gradients of broadcasting ops.
+
+Its own gradient (second order through those gradients) is the broadcast again:
+dA = Expand(dC, Shape(A)). B is read for its shape only and gets none.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from netbrew.errors import ShapeError
-from netbrew.operators.schema import kernel, no_gradient, schema
+from netbrew.netdef.net import op_def
+from netbrew.operators.grad_util import tmp
+from netbrew.operators.schema import gradient, kernel, schema
 
 schema(
     "SumReduceLike",
@@ -15,7 +21,6 @@ schema(
     doc="C = A summed over the axes where B (broadcast to A's shape) was expanded; "
     "C has B's shape and A's dtype",
 )
-no_gradient("SumReduceLike", "appears only inside gradients; second order is not supported")
 
 
 def sum_to_shape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -37,3 +42,15 @@ def sum_to_shape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 @kernel("SumReduceLike")
 def sum_reduce_like_cpu(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
     return (sum_to_shape(a, b.shape).astype(a.dtype, copy=False),)
+
+
+@gradient("SumReduceLike")
+def sum_reduce_like_grad(op, g_out, g_in):
+    """dA = dC broadcast back to A's shape; B only lends its shape, so it gets no gradient."""
+    if g_in[0] is None:
+        return []
+    shape = tmp(g_in[0], "shape")
+    return [
+        op_def("Shape", [op.input[0]], [shape]),
+        op_def("Expand", [g_out[0], shape], [g_in[0]]),
+    ]

@@ -4,6 +4,10 @@ and StopGradient.
 Optimizer updates write their parameters and moments in place. Caffe2 optimizers use a
 negative learning rate for Adam (param_out = param + lr * step) and a positive one for
 MomentumSGDUpdate (param_out = param - step), and so do these kernels.
+
+WeightedSum is linear and has a gradient (WeightedSumGradient, one op per pair, as Caffe2's
+WeightedSumGradient); the optimizer updates are differentiable too, but netbrew does not
+differentiate through a training step, and the counter ops have no gradient at all.
 """
 
 from __future__ import annotations
@@ -12,8 +16,16 @@ import math
 
 import numpy as np
 
-from netbrew.errors import ShapeError
-from netbrew.operators.schema import REQUIRED, kernel, no_gradient, schema
+from netbrew.errors import SchemaError, ShapeError
+from netbrew.netdef.net import op_def
+from netbrew.operators.schema import (
+    REQUIRED,
+    gradient,
+    gradient_not_written,
+    kernel,
+    no_gradient,
+    schema,
+)
 
 schema(
     "Iter",
@@ -78,8 +90,23 @@ schema(
     doc="output = input; no gradient flows back through it",
 )
 no_gradient("StopGradient", "stops gradients by design")
-for _op in ("Iter", "LearningRate", "WeightedSum", "MomentumSGDUpdate", "Adam"):
-    no_gradient(_op, "a training-state update, not part of the differentiated model")
+for _op in ("Iter", "LearningRate"):
+    no_gradient(_op, "a function of the integer iteration counter: no gradient in math")
+for _op in ("MomentumSGDUpdate", "Adam"):
+    gradient_not_written(
+        _op, "an optimizer update: differentiating through a training step is not supported"
+    )
+schema(
+    "WeightedSumGradient",
+    inputs=["dY", "weight", "X?"],
+    outputs=["dX", "dweight"],
+    dtypes="float",
+    onnx=False,
+    output_mask=True,
+    doc="dX = weight * dY (dY's shape, X's dtype, else dY's); dweight = sum(X * dY) in "
+    "weight's shape and dtype, summed in float64; one (X, weight) pair of WeightedSum; X is "
+    "needed only for dweight",
+)
 
 
 def _one(x: np.ndarray, op: str, slot: str) -> np.ndarray:
@@ -157,6 +184,49 @@ def weighted_sum_cpu(*inputs: np.ndarray) -> tuple[np.ndarray]:
     for i, (x, w) in enumerate(zip(xs, ws)):
         y += _one(w, "WeightedSum", f"weight{i}").astype(x.dtype) * x
     return (y,)
+
+
+@kernel("WeightedSumGradient")
+def weighted_sum_gradient_cpu(dy, weight, x=None, *, output_mask):
+    op = "WeightedSumGradient"
+    w = _one(weight, op, "weight")
+    if x is not None:
+        _same_shape(op, "dY", {"dY": dy, "X": x})
+    dx = dweight = None
+    if output_mask[0]:
+        dtype = dy.dtype if x is None else x.dtype
+        dx = np.asarray(w.astype(dtype) * dy.astype(dtype), dtype)  # stays an array when 0-d
+    if output_mask[1]:
+        if x is None:
+            raise SchemaError(f"{op}: output 'dweight' needs input 'X', which is not given")
+        total = np.sum(x.astype(np.float64) * dy.astype(np.float64))
+        dweight = np.full(weight.shape, total).astype(weight.dtype)
+    return dx, dweight
+
+
+@gradient("WeightedSum")
+def weighted_sum_grad(op, g_out, g_in):
+    """dX_i = w_i * dY and dw_i = sum(X_i * dY), one WeightedSumGradient per wanted pair.
+
+    X_i is read only when dw_i is wanted. Not inplace_safe: written in place, the op
+    overwrites X0, so autodiff refuses a dw0 (whose op reads X0) and accepts dX alone.
+    """
+    if len(op.input) % 2:
+        raise SchemaError(
+            f"WeightedSum: got {len(op.input)} inputs, expected pairs "
+            "(X0, weight0, X1, weight1, ...)"
+        )
+    pairs = [(i, g_in[2 * i], g_in[2 * i + 1]) for i in range(len(op.input) // 2)]
+    # a pair whose gradient overwrites dY (same name) must run after the others read dY
+    pairs.sort(key=lambda p: any(g is not None and g in g_out for g in p[1:]))
+    ops = []
+    for i, dx, dw in pairs:
+        if dx is None and dw is None:
+            continue
+        x, w = op.input[2 * i], op.input[2 * i + 1]
+        ins = [g_out[0], w, x] if dw is not None else [g_out[0], w]
+        ops.append(op_def("WeightedSumGradient", ins, [dx or "", dw or ""]))
+    return ops
 
 
 @kernel("MomentumSGDUpdate")

@@ -3,7 +3,8 @@ their inverses (Sin ... Atanh), Erf, and Mod.
 
 Float ops keep the input's dtype; bfloat16 is computed in float32 and rounded back. Erf
 reuses Cody's rational approximations from netbrew.operators.activations. Gradients of the
-differentiable ones are in unary_math_grad.
+differentiable unary ones are in unary_math_grad; Mod's (ModGradient) is here, next to its
+forward kernel, whose quotient it must reproduce.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from netbrew.errors import SchemaError
+from netbrew.errors import SchemaError, ShapeError
+from netbrew.netdef.net import op_def
 from netbrew.operators.activations import _A, _B, _erfc_large, _ratio
 from netbrew.operators.arithmetic import check_broadcast, check_same_dtype
-from netbrew.operators.schema import kernel, no_gradient, schema
+from netbrew.operators.grad_util import copy_attrs
+from netbrew.operators.schema import gradient, kernel, no_gradient, schema
+from netbrew.operators.sum_reduce_like import sum_to_shape
 
 _NATIVE = (np.float16, np.float32, np.float64)
 
@@ -124,9 +128,11 @@ schema(
     "A - trunc(A / B) * B (fmod=1: the sign of A, as C's fmod); A and B broadcast "
     "(ONNX multidirectional), same integer or float dtype; C: that dtype, broadcast shape",
 )
-no_gradient(
-    "Mod", "integer inputs have none, and dC/dA = 1, dC/dB = -floor(A / B) is rarely wanted"
-)
+
+
+def _check_fmod(fmod: int, op: str) -> None:
+    if fmod not in (0, 1):
+        raise ValueError(f"{op}: argument 'fmod' is {fmod}, expected 0 or 1")
 
 
 @kernel("Mod")
@@ -135,11 +141,73 @@ def mod_cpu(a: np.ndarray, b: np.ndarray, fmod: int) -> tuple[np.ndarray]:
     check_real(a, "A")
     check_same_dtype(named)
     check_broadcast(named)
-    if fmod not in (0, 1):
-        raise ValueError(f"argument 'fmod' is {fmod}, expected 0 or 1")
+    _check_fmod(fmod, "Mod")
     fn = np.fmod if fmod else np.mod
     if a.dtype.kind in "iu":
         if not np.all(b):
             raise ValueError("input 'B' contains zeros: integer modulo by zero is undefined")
         return (fn(a, b),)
     return (float_apply(fn, a, b),)
+
+
+schema(
+    "ModGradient",
+    inputs=["A", "B", "dC"],
+    outputs=["dA", "dB"],
+    attrs={"fmod": 0},
+    onnx=False,
+    output_mask=True,
+    doc="dA = sum_like(dC, A), dB = sum_like(-dC * q, B), q = floor(A / B) (fmod=0) or "
+    "trunc(A / B) (fmod=1), the quotient Mod's C = A - q * B used; shapes and dtypes of A "
+    "and B; integer A and B get zeros",
+)
+
+
+def mod_quotient(a: np.ndarray, b: np.ndarray, fmod: int) -> np.ndarray:
+    """The integer q (as float64) with Mod's C = A - q * B, broadcast: floor(A / B) for fmod=0,
+    trunc(A / B) for fmod=1.
+
+    Derived from the exact remainder fmod(A, B) rather than from floor(A / B): A / B rounds,
+    and can land on the integer above the true quotient when it is just below one (1 / 0.1
+    gives 10.0, while 1 = 9 * 0.1 + 0.0999...). So q is the quotient that the forward's
+    np.mod or np.fmod used (NumPy's divmod derives it the same way).
+    """
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(all="ignore"):
+        r = np.fmod(a64, b64)
+        q = np.round((a64 - r) / b64)  # exactly an integer in real arithmetic: A - r = trunc * B
+        if not fmod:  # np.mod moves a remainder whose sign differs from B's by one B
+            q = np.where((r != 0) & ((r < 0) != (b64 < 0)), q - 1, q)
+    return q
+
+
+@kernel("ModGradient")
+def mod_gradient_cpu(
+    a: np.ndarray, b: np.ndarray, dc: np.ndarray, fmod: int, output_mask: tuple[bool, ...]
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    _check_fmod(fmod, "ModGradient")
+    shape = tuple(check_broadcast({"A": a, "B": b}))
+    if dc.shape != shape:
+        raise ShapeError(
+            f"ModGradient: input 'dC' has shape {list(dc.shape)}, expected {list(shape)} "
+            "(A and B broadcast)"
+        )
+    if a.dtype.kind in "iu":
+        # integers have no derivative; a float loss reaches an integer C only through Cast,
+        # whose gradient to an integer is zeros, so zeros are what pass on
+        zeros = (np.zeros_like(a), np.zeros_like(b))
+        return tuple(z if want else None for z, want in zip(zeros, output_mask))
+    dc64 = dc.astype(np.float64)  # sums of float16 or bfloat16 terms lose less in float64
+    da = db = None
+    if output_mask[0]:
+        da = sum_to_shape(dc64, a.shape).astype(a.dtype)
+    if output_mask[1]:
+        db = sum_to_shape(-dc64 * mod_quotient(a, b, fmod), b.shape).astype(b.dtype)
+    return da, db
+
+
+@gradient("Mod")
+def mod_grad(op, g_out, g_in):
+    """dC/dA = 1 and dC/dB = -q away from the jumps where A / B is an integer."""
+    outs = [name or "" for name in g_in]
+    return [op_def("ModGradient", [op.input[0], op.input[1], g_out[0]], outs, **copy_attrs(op))]

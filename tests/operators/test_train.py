@@ -5,11 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from netbrew.errors import OperatorError
+from netbrew.errors import OperatorError, SchemaError
 from netbrew.executor import Workspace
-from netbrew.netdef import op_def
-from netbrew.operators import GRADIENTS, NoGradient
-from netbrew.testing import check_op, rand, run_op
+from netbrew.netdef import Net, op_def
+from netbrew.netdef.autodiff import add_gradient_ops
+from netbrew.operators import GRADIENTS, GradientNotWritten, NoGradient
+from netbrew.testing import check_gradient, check_op, rand, run_op
 
 
 def counter(value):
@@ -179,11 +180,110 @@ def test_stop_gradient():
     check_op("StopGradient", [x], reference=lambda x: (x,))
 
 
-@pytest.mark.parametrize(
-    "op_type", ["Iter", "LearningRate", "WeightedSum", "MomentumSGDUpdate", "Adam", "StopGradient"]
-)
-def test_training_ops_have_no_gradient(op_type):
+@pytest.mark.parametrize("op_type", ["Iter", "LearningRate", "StopGradient"])
+def test_counter_ops_and_stop_gradient_have_no_gradient(op_type):
     assert isinstance(GRADIENTS[op_type], NoGradient)
+
+
+@pytest.mark.parametrize("op_type", ["MomentumSGDUpdate", "Adam"])
+def test_optimizer_updates_are_marked_gradient_not_written(op_type):
+    marker = GRADIENTS[op_type]
+    assert isinstance(marker, GradientNotWritten)
+    assert marker.reason == (
+        "an optimizer update: differentiating through a training step is not supported"
+    )
+
+
+def test_autodiff_refuses_a_path_through_an_optimizer_update():
+    net = Net("unrolled")
+    net.Mul(["x", "w"], "g")
+    net.MomentumSGDUpdate(["g", "m", "lr", "p"], ["g_step", "m_out", "p_out"])
+    net.ReduceSum(["p_out"], "loss", keepdims=0)
+    with pytest.raises(SchemaError, match=r"op #1 MomentumSGDUpdate \(an optimizer update: "):
+        add_gradient_ops(net, ["loss"], wrt=["w"])
+
+
+def weighted_sum_inputs(pairs, shape, weight_shape=(1,)):
+    xs = [rand(*shape, seed=2 * i) for i in range(pairs)]
+    ws = [rand(*weight_shape, seed=2 * i + 1) for i in range(pairs)]
+    return [v for pair in zip(xs, ws) for v in pair]
+
+
+@pytest.mark.parametrize("weight_shape", [(1,), (), (1, 1)])
+@pytest.mark.parametrize("shape", [(3,), (2, 3), ()])
+@pytest.mark.parametrize("pairs", [1, 2, 3])
+def test_weighted_sum_gradient(pairs, shape, weight_shape):
+    check_gradient("WeightedSum", weighted_sum_inputs(pairs, shape, weight_shape))
+
+
+def test_weighted_sum_gradient_values():
+    x0, x1 = np.array([1.0, 2.0, 3.0], np.float32), np.array([-1.0, 0.5, 4.0], np.float32)
+    w0, w1 = np.array([2.0], np.float32), np.array([[-0.5]], np.float32)
+    dy = np.array([1.0, -1.0, 2.0], np.float32)
+    fwd = op_def("WeightedSum", ["x0", "w0", "x1", "w1"], ["y"])
+    ws = Workspace()
+    for name, value in {"x0": x0, "w0": w0, "x1": x1, "w1": w1, "dy": dy}.items():
+        ws.feed_blob(name, value)
+    for grad_op in GRADIENTS["WeightedSum"](fwd, ["dy"], ["dx0", "dw0", "dx1", "dw1"]):
+        ws.run_operator_once(grad_op)
+    got = {name: ws.fetch_blob(name) for name in ("dx0", "dw0", "dx1", "dw1")}
+    np.testing.assert_array_equal(got["dx0"], [2.0, -2.0, 4.0])
+    np.testing.assert_array_equal(got["dx1"], [-0.5, 0.5, -1.0])
+    np.testing.assert_array_equal(got["dw0"], [5.0])  # 1 - 2 + 6
+    np.testing.assert_array_equal(got["dw1"], [[6.5]])  # -1 - 0.5 + 8, in w1's shape
+    assert all(v.dtype == np.float32 for v in got.values())
+
+
+def test_weighted_sum_maker_reads_x_only_for_a_weight_gradient():
+    fwd = op_def("WeightedSum", ["x0", "w0", "x1", "w1"], ["y"])
+    ops = GRADIENTS["WeightedSum"](fwd, ["dy"], ["dx0", None, None, "dw1"])
+    assert [(o.type, list(o.input), list(o.output)) for o in ops] == [
+        ("WeightedSumGradient", ["dy", "w0"], ["dx0", ""]),
+        ("WeightedSumGradient", ["dy", "w1", "x1"], ["", "dw1"]),
+    ]
+    with pytest.raises(SchemaError, match="WeightedSum: got 3 inputs, expected pairs"):
+        GRADIENTS["WeightedSum"](op_def("WeightedSum", ["x0", "w0", "x1"], ["y"]), ["dy"], [None])
+
+
+def weighted_sum_in_place_net():
+    """x = w0 * x + w1 * g, in place as Caffe2's SGD writes it, then loss = sum(x)."""
+    net = Net("in_place")
+    net.WeightedSum(["x", "w0", "g", "w1"], ["x"])
+    net.ReduceSum(["x"], "loss", keepdims=0)
+    return net
+
+
+def test_weighted_sum_in_place_refuses_the_gradient_of_weight0():
+    # dw0 = sum(X0 * dY) reads X0, which the op has overwritten by the time the backward runs
+    with pytest.raises(SchemaError) as info:
+        add_gradient_ops(weighted_sum_in_place_net(), ["loss"], wrt=["w0"])
+    assert str(info.value) == (
+        "op #0 WeightedSum: its gradient needs input 'x', which the op overwrites in place; "
+        "write the output to another blob"
+    )
+
+
+def test_weighted_sum_in_place_still_gives_the_gradients_that_skip_x0():
+    net = weighted_sum_in_place_net()
+    grads = add_gradient_ops(net, ["loss"], wrt=["x", "g", "w1"])
+    x, g = rand(2, 3), rand(2, 3, seed=1)
+    w0, w1 = np.array([0.5], np.float32), np.array([-2.0], np.float32)
+    ws = Workspace()
+    for name, value in {"x": x, "g": g, "w0": w0, "w1": w1}.items():
+        ws.feed_blob(name, value)
+    ws.run_net_once(net)
+    np.testing.assert_array_equal(ws.fetch_blob(grads["x"]), np.full((2, 3), 0.5, np.float32))
+    np.testing.assert_array_equal(ws.fetch_blob(grads["g"]), np.full((2, 3), -2.0, np.float32))
+    np.testing.assert_allclose(ws.fetch_blob(grads["w1"]), [g.sum()], rtol=1e-6)
+
+
+def test_weighted_sum_gradient_errors():
+    with pytest.raises(OperatorError, match="output 'dweight' needs input 'X', which is not given"):
+        run_op("WeightedSumGradient", [rand(3), rand(1)], outputs=["", "dw"])
+    with pytest.raises(OperatorError, match=r"input 'X' has shape \[2\], expected \[3\]"):
+        run_op("WeightedSumGradient", [rand(3), rand(1), rand(2)], outputs=2)
+    with pytest.raises(OperatorError, match=r"input 'weight' has shape \[2\], expected one"):
+        run_op("WeightedSumGradient", [rand(3), rand(2)], outputs=["dx", ""])
 
 
 def test_stop_gradient_cuts_the_backward_pass():

@@ -1,4 +1,5 @@
-"""Ceil, Floor, Round, Sign, Sin ... Atanh, Erf and Mod against Python's math module."""
+"""Ceil, Floor, Round, Sign, Sin ... Atanh, Erf and Mod against Python's math module; Mod's
+gradient against central differences and torch's autograd."""
 
 import math
 
@@ -7,8 +8,11 @@ import numpy as np
 import pytest
 
 from netbrew.errors import OperatorError
+from netbrew.executor import Workspace
+from netbrew.netdef import Net, op_def
+from netbrew.netdef.autodiff import add_gradient_ops
 from netbrew.operators import GRADIENTS, NoGradient
-from netbrew.testing import check_op, rand, run_op
+from netbrew.testing import check_gradient, check_op, rand, run_op
 
 FLOATS = [np.float32, np.float64, np.float16]
 
@@ -150,6 +154,116 @@ def test_errors():
         run_op("Floor", [np.ones(3, bool)])
 
 
-@pytest.mark.parametrize("op", ["Ceil", "Floor", "Round", "Sign", "Mod"])
+@pytest.mark.parametrize("op", ["Ceil", "Floor", "Round", "Sign"])
 def test_no_gradient(op):
     assert isinstance(GRADIENTS[op], NoGradient)
+
+
+MOD_SHAPES = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((4,), (2, 3, 4)), ((3, 1), (1, 4)), ((5,), ())]
+
+
+def mod_operands(shape_a, shape_b):
+    """Float64 A in [-6, 6) and B with |B| in [0.5, 2), both signs, drawn until every A / B
+    (broadcast) is at least 0.05 from an integer: Mod jumps there, and the central
+    differences of check_gradient (steps of 1e-3 move A / B by under 0.03) must not cross."""
+    for seed in range(1000):
+        rng = np.random.default_rng(seed)
+        a = rng.uniform(-6, 6, shape_a)
+        b = rng.uniform(0.5, 2, shape_b) * rng.choice([-1.0, 1.0], shape_b)
+        ratio = a / b
+        if np.all(np.abs(ratio - np.round(ratio)) > 0.05) and (a < 0).any() and (a > 0).any():
+            return a, b
+    raise AssertionError(f"no operands for shapes {shape_a} and {shape_b}")
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("shapes", MOD_SHAPES)
+def test_mod_gradient(shapes, fmod):
+    check_gradient("Mod", list(mod_operands(*shapes)), fmod=fmod)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("shapes", MOD_SHAPES)
+def test_mod_gradient_matches_torch(shapes, fmod):
+    torch = pytest.importorskip("torch")
+    a, b = mod_operands(*shapes)
+    dc = rand(*np.broadcast_shapes(a.shape, b.shape), dtype=np.float64, seed=7)
+    ta, tb = (torch.tensor(v, requires_grad=True) for v in (a, b))
+    tc = torch.fmod(ta, tb) if fmod else torch.remainder(ta, tb)
+    tc.backward(torch.tensor(dc))
+    (c,) = run_op("Mod", [a, b], fmod=fmod)
+    np.testing.assert_allclose(c, tc.detach().numpy(), atol=1e-12)
+    da, db = run_op("ModGradient", [a, b, dc], outputs=2, fmod=fmod)
+    np.testing.assert_allclose(da, ta.grad.numpy(), atol=1e-12)
+    np.testing.assert_allclose(db, tb.grad.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod_gradient_uses_the_quotient_of_the_forward(fmod):
+    # 1 / 0.1 rounds to 10.0, but 1 = 9 * 0.1 + 0.0999...: Mod's quotient is 9, so dC/dB = -9.
+    a, b, one = np.array([1.0]), np.array([0.1]), np.ones(1)
+    (c,) = run_op("Mod", [a, b], fmod=fmod)
+    np.testing.assert_allclose(c, [0.1], rtol=1e-9)
+    assert np.floor(a / b)[0] == 10
+    (db,) = run_op("ModGradient", [a, b, one], outputs=["", "db"], fmod=fmod)
+    np.testing.assert_array_equal(db, [-9.0])
+    # everywhere: C = A - q * B with q = -dB / dC, both signs and both conventions
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-100, 100, 2000)
+    b = rng.uniform(0.01, 10, 2000) * rng.choice([-1.0, 1.0], 2000)
+    (c,) = run_op("Mod", [a, b], fmod=fmod)
+    (db,) = run_op("ModGradient", [a, b, np.ones(2000)], outputs=["", "db"], fmod=fmod)
+    np.testing.assert_allclose(a + db * b, c, atol=1e-9)
+    want = np.floor(a / b) if fmod == 0 else np.trunc(a / b)
+    assert np.count_nonzero(-db != want) <= 2  # at most a jump's rounding differs
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, ml_dtypes.bfloat16])
+def test_mod_gradient_keeps_input_dtypes(dtype):
+    a = np.array([[5.5, -5.5], [2.25, -7.0]], dtype)
+    b = np.array([2.0, -3.0], dtype)
+    da, db = run_op("ModGradient", [a, b, np.ones((2, 2), dtype)], outputs=2)
+    assert da.dtype == dtype and db.dtype == dtype
+    np.testing.assert_array_equal(da.astype(np.float32), np.ones((2, 2)))
+    # floor: 5.5/2 -> 2, 2.25/2 -> 1; -5.5/-3 -> 1, -7/-3 -> 2
+    np.testing.assert_array_equal(db.astype(np.float32), [-3.0, -3.0])
+
+
+def test_mod_gradient_of_integers_is_zero():
+    a = np.array([7, -7, 9], np.int32)
+    b = np.array([2, 3, -4], np.int32)
+    da, db = run_op("ModGradient", [a, b, np.ones(3, np.int32)], outputs=2)
+    assert da.dtype == np.int32 and db.dtype == np.int32
+    np.testing.assert_array_equal(da, [0, 0, 0])
+    np.testing.assert_array_equal(db, [0, 0, 0])
+
+
+def test_mod_maker_asks_only_for_the_wanted_gradients():
+    fwd = op_def("Mod", ["a", "b"], ["c"], fmod=1)
+    (grad_op,) = GRADIENTS["Mod"](fwd, ["dc"], [None, "db"])
+    assert grad_op.type == "ModGradient"
+    assert list(grad_op.input) == ["a", "b", "dc"] and list(grad_op.output) == ["", "db"]
+    assert [(arg.name, arg.i) for arg in grad_op.arg] == [("fmod", 1)]
+
+
+def test_mod_backward_through_autodiff():
+    net = Net("mod")
+    net.Mod(["a", "b"], "c", fmod=1)
+    net.ReduceSum(["c"], "loss", keepdims=0)
+    grads = add_gradient_ops(net, ["loss"])
+    a = np.array([[7.5, -7.5, 2.5], [1.25, -0.5, 8.0]])
+    b = np.array([2.0, 2.0, -1.5])
+    ws = Workspace()
+    ws.feed_blob("a", a)
+    ws.feed_blob("b", b)
+    ws.run_net_once(net)
+    np.testing.assert_array_equal(ws.fetch_blob(grads["a"]), np.ones((2, 3)))
+    # trunc(A / B): [3, -3, -1] and [0, 0, -5], summed over the broadcast rows and negated
+    np.testing.assert_array_equal(ws.fetch_blob(grads["b"]), [-3.0, 3.0, 6.0])
+
+
+def test_mod_gradient_errors():
+    with pytest.raises(OperatorError, match=r"'dC' has shape \[3\], expected \[2, 3\]"):
+        run_op("ModGradient", [rand(2, 3), rand(3), rand(3)], outputs=2)
+    with pytest.raises(OperatorError, match="ModGradient: argument 'fmod' is 3, expected 0 or 1"):
+        run_op("ModGradient", [rand(3), rand(3), rand(3)], outputs=2, fmod=3)
