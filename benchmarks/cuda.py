@@ -1,0 +1,248 @@
+"""netbrew CUDA beside PyTorch CUDA (eager), on the same GPU in the same run.
+
+- Inference of the light-zoo ResNet-50 at batch 1 and 32: netbrew's Predictor(device=
+  "cuda") against the same weights in PyTorch (netbrew.converters.module.to_torch).
+- A training step of the demo CNN (batch 64) and of a ResNet-18-sized net (batch 64,
+  32x32 images), in netbrew (the model on the GPU via run_all_on) and in PyTorch.
+- Peak GPU memory of each (pycuda's free-memory low-water mark for netbrew,
+  torch.cuda.max_memory_allocated for PyTorch).
+
+Medians of --reps after warm-up, each step synchronized. Writes benchmarks/CUDA.md.
+Needs a GPU, pycuda (tools/gpu_env.sh builds it on a machine without network) and torch.
+
+    python benchmarks/cuda.py [--reps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def median_ms(step, reps: int, sync) -> float:
+    for _ in range(3):
+        step()
+    sync()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+class GpuMemory:
+    """The lowest free device memory seen (pycuda's mem_get_info) while sampling."""
+
+    def __init__(self) -> None:
+        import pycuda.driver as drv
+
+        self.drv = drv
+        self.start = drv.mem_get_info()[0]
+        self.low = self.start
+
+    def sample(self) -> None:
+        self.low = min(self.low, self.drv.mem_get_info()[0])
+
+    @property
+    def peak_mib(self) -> float:
+        return (self.start - self.low) / 2**20
+
+
+def resnet50_inference(batch: int, reps: int) -> dict:
+    import onnx
+    import torch
+    from zoo import model_path
+
+    import netbrew as nb
+    from netbrew import cuda
+    from netbrew.converters.module import to_torch
+    from netbrew.converters.onnx import import_model
+
+    init, predict = import_model(model_path("resnet50"))
+    x = np.random.default_rng(0).random((batch, 3, 224, 224), dtype=np.float32)
+    memory = GpuMemory()
+    ours = nb.Predictor(init, predict, device="cuda", strict=True)
+    name = ours.input_names[0]
+
+    def run_ours():
+        ours.run({name: x})
+        memory.sample()
+
+    ours_ms = median_ms(run_ours, reps, cuda.synchronize)
+    module = to_torch(init, predict).cuda().eval()
+    xt = torch.from_numpy(x).cuda()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.no_grad():
+        theirs_ms = median_ms(lambda: module(xt), reps, torch.cuda.synchronize)
+        agree = np.allclose(ours.run({name: x})[ours.output_names[0]],
+                            module(xt).cpu().numpy(), atol=1e-3)  # fmt: skip
+    del onnx
+    return {"what": f"ResNet-50 inference, batch {batch}", "netbrew_ms": ours_ms,
+            "torch_ms": theirs_ms, "netbrew_mib": memory.peak_mib,
+            "torch_mib": torch.cuda.max_memory_allocated() / 2**20, "agree": agree}  # fmt: skip
+
+
+def resnet18_like(model, data: str = "data") -> str:
+    """A ResNet-18-sized net for 32x32 images: a stem, 4 stages of 2 basic blocks."""
+    from netbrew import brew
+
+    x = brew.relu(model, brew.spatial_bn(model, brew.conv(model, data, "stem", 3, 64, kernel=3,
+                  pad=1, no_bias=True), "stem_bn", 64), "stem_relu")  # fmt: skip
+    channels = 64
+    for stage, width in enumerate((64, 128, 256, 512)):
+        for block in range(2):
+            stride = 2 if stage and not block else 1
+            tag = f"s{stage}b{block}"
+            y = brew.conv(model, x, f"{tag}_c1", channels, width, kernel=3, pad=1, stride=stride,
+                          no_bias=True)  # fmt: skip
+            y = brew.relu(model, brew.spatial_bn(model, y, f"{tag}_bn1", width), f"{tag}_r1")
+            y = brew.conv(model, y, f"{tag}_c2", width, width, kernel=3, pad=1, no_bias=True)
+            y = brew.spatial_bn(model, y, f"{tag}_bn2", width)
+            if stride != 1 or channels != width:
+                x = brew.conv(model, x, f"{tag}_down", channels, width, kernel=1, stride=stride,
+                              no_bias=True)  # fmt: skip
+            x = brew.relu(model, brew.sum(model, [y, x], f"{tag}_sum"), f"{tag}_out")
+            channels = width
+    pool = brew.global_avg_pool(model, x, "pool")
+    return brew.fc(model, brew.flatten(model, pool, "flat"), "logits", 512, 10)
+
+
+def netbrew_training_step(kind: str, batch: int, reps: int) -> tuple[float, float]:
+    from netbrew import brew, cuda
+    from netbrew.brew import ModelHelper
+    from netbrew.demo import training_model
+    from netbrew.executor import Workspace
+
+    if kind == "demo":
+        model, shape = training_model(), (batch, 1, 8, 8)
+    else:
+        model, shape = ModelHelper("resnet18", seed=0), (batch, 3, 32, 32)
+        softmax = brew.softmax(model, resnet18_like(model), "softmax")
+        xent = model.net.LabelCrossEntropy([softmax, "label"], "xent")
+        model.add_gradient_operators([model.net.AveragedLoss(xent, "loss")])
+        brew.optimizer.build_sgd(model, 0.05, momentum=0.9, weight_decay=1e-4)
+    model.run_all_on("cuda:0")
+    rng = np.random.default_rng(0)
+    ws = Workspace()
+    ws.run_net_once(model.param_init_net)
+    ws.feed_blob("data", rng.random(shape, dtype=np.float32), device="cuda:0")
+    ws.feed_blob("label", rng.integers(0, 10, batch).astype(np.int32), device="cuda:0")
+    ws.create_net(model.net)
+    memory = GpuMemory()
+
+    def step():
+        ws.run_net(model.net.name)
+        memory.sample()
+
+    return median_ms(step, reps, cuda.synchronize), memory.peak_mib
+
+
+def torch_training_step(kind: str, batch: int, reps: int) -> tuple[float, float]:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    if kind == "demo":
+        net, shape = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+            nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10),
+        ), (batch, 1, 8, 8)  # fmt: skip
+    else:
+        net, shape = _torch_resnet18_like(), (batch, 3, 32, 32)
+    net = net.cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, nesterov=True,
+                          weight_decay=1e-4)  # fmt: skip
+    x = torch.rand(shape, device="cuda")
+    y = torch.randint(0, 10, (batch,), device="cuda")
+    torch.cuda.reset_peak_memory_stats()
+
+    def step():
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+
+    return median_ms(step, reps, torch.cuda.synchronize), torch.cuda.max_memory_allocated() / 2**20
+
+
+def _torch_resnet18_like():
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
+                nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout),
+            )  # fmt: skip
+            self.down = (nn.Conv2d(cin, cout, 1, stride, bias=False)
+                         if stride != 1 or cin != cout else nn.Identity())  # fmt: skip
+
+        def forward(self, x):
+            return nn.functional.relu(self.body(x) + self.down(x))
+
+    layers = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
+    cin = 64
+    for stage, width in enumerate((64, 128, 256, 512)):
+        for block in range(2):
+            layers.append(Block(cin, width, 2 if stage and not block else 1))
+            cin = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10)]
+    return nn.Sequential(*layers)
+
+
+def render(rows: list[dict], device: str) -> str:
+    lines = [
+        "# netbrew CUDA vs PyTorch CUDA",
+        "",
+        f"Generated by `python benchmarks/cuda.py` on {datetime.date.today()}, {device}.",
+        "",
+        "| what | netbrew ms | PyTorch ms | netbrew / PyTorch | netbrew peak MiB | "
+        "PyTorch peak MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ratio = r["netbrew_ms"] / r["torch_ms"]
+        lines.append(f"| {r['what']} | {r['netbrew_ms']:.2f} | {r['torch_ms']:.2f} | "
+                     f"{ratio:.2f} | {r['netbrew_mib']:.0f} | {r['torch_mib']:.0f} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=20)
+    args = parser.parse_args()
+    from netbrew import cuda
+
+    if not cuda.is_available():
+        try:
+            cuda.require(0)
+        except cuda.DeviceError as e:
+            print(f"benchmarks/cuda.py needs a GPU: {e}", file=sys.stderr)
+        return 2
+    rows = [resnet50_inference(batch, args.reps) for batch in (1, 32)]
+    for kind, what in (("demo", "demo CNN training step, batch 64"),
+                       ("resnet18", "ResNet-18-sized training step, batch 64")):  # fmt: skip
+        ours_ms, ours_mib = netbrew_training_step(kind, 64, args.reps)
+        theirs_ms, theirs_mib = torch_training_step(kind, 64, args.reps)
+        rows.append({"what": what, "netbrew_ms": ours_ms, "torch_ms": theirs_ms,
+                     "netbrew_mib": ours_mib, "torch_mib": theirs_mib})  # fmt: skip
+    table = render(rows, cuda.device_name(0))
+    print(table)
+    (HERE / "CUDA.md").write_text(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

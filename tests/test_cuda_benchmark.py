@@ -1,0 +1,49 @@
+"""benchmarks/cuda.py without a GPU: it says what is missing and exits 2; its ResNet-18-sized
+net builds and trains on the CPU, and its table's ratios come from its figures."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from netbrew import cuda
+
+
+@pytest.fixture(scope="module")
+def bench(benchmark_module):
+    return benchmark_module("cuda")
+
+
+@pytest.mark.skipif(cuda.is_available(), reason="a GPU is here: the benchmark would run")
+def test_without_a_gpu_it_exits_saying_why():
+    done = subprocess.run([sys.executable, "benchmarks/cuda.py"], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 2
+    assert "benchmarks/cuda.py needs a GPU" in done.stderr
+
+
+def test_the_resnet18_sized_net_trains_on_the_cpu(bench):
+    from netbrew import brew
+    from netbrew.brew import ModelHelper
+    from netbrew.executor import Workspace
+
+    model = ModelHelper("r18", seed=0)
+    softmax = brew.softmax(model, bench.resnet18_like(model), "softmax")
+    xent = model.net.LabelCrossEntropy([softmax, "label"], "xent")
+    model.add_gradient_operators([model.net.AveragedLoss(xent, "loss")])
+    brew.optimizer.build_sgd(model, 0.05, momentum=0.9)
+    params = sum(int(np.prod(s)) for p, s in model.param_shapes.items() if p in model.params)
+    assert 11_000_000 < params < 11_300_000  # ResNet-18's 11.2 M for 10 classes
+    ws = Workspace()
+    ws.run_net_once(model.param_init_net)
+    ws.feed_blob("data", np.random.default_rng(0).random((2, 3, 32, 32), dtype=np.float32))
+    ws.feed_blob("label", np.array([1, 2], np.int32))
+    ws.create_net(model.net)
+    ws.run_net(model.net.name)
+    assert ws.fetch_blob("softmax").shape == (2, 10)
+
+
+def test_table(bench):
+    row = {"what": "x", "netbrew_ms": 3.0, "torch_ms": 2.0, "netbrew_mib": 10, "torch_mib": 8}
+    assert "| x | 3.00 | 2.00 | 1.50 | 10 | 8 |" in bench.render([row], "GPU")
