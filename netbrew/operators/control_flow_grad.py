@@ -41,7 +41,7 @@ from netbrew.operators.control_flow import (
     unscan,
 )
 from netbrew.operators.grad_util import copy_attrs
-from netbrew.operators.schema import REQUIRED, gradient, kernel, schema
+from netbrew.operators.schema import REQUIRED, SCHEMAS, gradient, kernel, schema
 from netbrew.operators.subgraph_grad import (
     Vjp,
     captured_values,
@@ -249,15 +249,7 @@ schema(
     "ScanGradient",
     inputs=["inputs_and_grads*"],
     outputs=["input_and_captured_grads*"],
-    attrs={
-        "body": REQUIRED,
-        "num_scan_inputs": REQUIRED,
-        "scan_input_axes": None,
-        "scan_input_directions": None,
-        "scan_output_axes": None,
-        "scan_output_directions": None,
-        "wrt": None,
-    },
+    attrs={**SCHEMAS["Scan"].attrs, "wrt": None},  # the forward's, and the inputs wanted
     onnx=False,
     output_mask=True,
     wants_scope=True,
