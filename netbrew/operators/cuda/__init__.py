@@ -6,4 +6,8 @@ when a kernel first runs, so a CPU-only install loads this package without it.
 
 from netbrew.operators.cuda import (  # noqa: F401  (imported to register their kernels)
     activations,
+    fillers,
+    fused,
+    gather,
+    shape_ops,
 )
