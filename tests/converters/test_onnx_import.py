@@ -223,9 +223,9 @@ def test_import_with_inferred_shapes(monkeypatch):
     # the newest opset: no version conversion, which would infer the shapes on its own
     newest = onnx.defs.onnx_opset_version()
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", newest)])
-    _, plain = import_model(model)
+    _, plain = import_model(model, infer_shapes=False)
     assert [v.name for v in plain.value_info] == ["x", "y"]
-    _, net = import_model(model, infer_shapes=True)
+    _, net = import_model(model)  # shapes are inferred by default
     infos = {v.name: v for v in net.value_info}
     assert list(infos["r"].dims)[1:] == [3, 5] and list(infos["r"].unknown_dims) == [0]
     assert list(infos["r"].dim_names)[0] == "n"
@@ -236,3 +236,39 @@ def test_import_with_inferred_shapes(monkeypatch):
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fails)
     _, hinted = import_model(model, infer_shapes=True)  # the hint is skipped, not an error
     assert hinted == plain
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet", "resnet50"])
+def test_every_entry_point_gets_the_same_net(name):
+    """The light models build weights in the graph (ConstantOfShape...); import_model moves
+    that work into the init net, so Predictor runs the net the backend runs."""
+    from pathlib import Path
+
+    import netbrew as nb
+    from netbrew.converters.onnx import backend
+
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
+    init, predict = import_model(path)
+    assert not any(op.type == "ConstantOfShape" for op in predict.op)
+    ours = [op.type for op in nb.Predictor(init, predict).predict_net.op]
+    theirs = [c.op.type for c in backend.prepare(onnx.load(path)).runtime.ops]
+    assert ours == theirs
+
+
+def test_initializers_that_a_model_may_override_stay_inputs():
+    T = TensorProto
+    weight = helper.make_tensor("w", T.FLOAT, [2], [1.0, 2.0])
+    graph = helper.make_graph(
+        [helper.make_node("Neg", ["w"], ["nw"]), helper.make_node("Add", ["x", "nw"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", T.FLOAT, [2]),
+         helper.make_tensor_value_info("w", T.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [2])],
+        [weight],
+    )  # fmt: skip
+    for ir_version, hoisted in ((3, True), (8, False)):  # from IR 4 on, w is a default input
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+        model.ir_version = ir_version
+        init, predict = import_model(model)
+        assert any(op.type == "Neg" for op in init.op) == hoisted
+        assert [op.type for op in predict.op] == (["Add"] if hoisted else ["Neg", "Add"])

@@ -139,7 +139,8 @@ def import_model(
     model_or_path: onnx.ModelProto | str | os.PathLike,
     *,
     upgrade_opset: bool = True,
-    infer_shapes: bool = False,
+    infer_shapes: bool = True,
+    hoist_constants: bool = True,
 ) -> tuple[NetDef, NetDef]:
     """Converts an ONNX model into (init_net, predict_net).
 
@@ -151,6 +152,11 @@ def import_model(
             also gives the intermediate blobs' shapes (the inference passes size their
             work by them). Only a hint: a model that shape inference cannot process is
             imported as it is.
+        hoist_constants: move the ops that read only initializers (weights a model builds
+            in its graph, e.g. ConstantOfShape -> Mul) into the init net, so they run once
+            and every entry point (Predictor, the ONNX backend, `netbrew run`) gets the
+            same net. ONNX initializers are constants, except those a model of IR version
+            4 or later also lists as graph inputs (overridable defaults).
     """
     model, base_dir = load_onnx(model_or_path)
     if upgrade_opset:
@@ -163,4 +169,39 @@ def import_model(
     init, net = graph_to_net(model.graph, base_dir)
     net.name = model.graph.name or "onnx_model"
     init.name = f"{net.name}_init"
+    if hoist_constants:
+        # From IR version 4 an initializer that is also a graph input is an overridable
+        # default; before that every initializer had to be listed among the inputs.
+        overridable = {i.name for i in model.graph.input} if model.ir_version >= 4 else set()
+        hoist(init, net, {b for b in init.external_output if b not in overridable})
     return init, net
+
+
+def hoist(init: NetDef, net: NetDef, constants: set[str]) -> list[OperatorDef]:
+    """Moves the ops of `net` whose inputs are all `constants` (or outputs of ops already
+    moved) into `init`, in order; their outputs become the init net's outputs and the
+    predict net's inputs. Random ops and ops that read the enclosing scope stay.
+
+    Returns:
+        The moved ops.
+    """
+    from netbrew.operators import SCHEMAS
+
+    known = set(constants)
+    moved, kept = [], []
+    for op in net.op:
+        schema = SCHEMAS.get(op.type)
+        pure = schema is not None and not (schema.rng or schema.wants_scope or schema.wants_names)
+        if pure and all(not b or b in known for b in op.input):
+            moved.append(op)
+            known.update(b for b in op.output if b)
+        else:
+            kept.append(op)
+    if moved:
+        del net.op[:]
+        net.op.extend(kept)
+        init.op.extend(moved)
+        outputs = [b for op in moved for b in op.output if b]
+        init.external_output.extend(outputs)
+        net.external_input.extend(b for b in outputs if b not in net.external_input)
+    return moved
