@@ -137,10 +137,15 @@ def to_gpu(value: Any, device: int | str | None = 0) -> Any:
     means the device whose context is current on this thread (0 if none is)."""
     if is_gpu_array(value):
         return value
-    activate(getattr(_thread, "device", 0) if device is None else parse_device(device))
+    activate(current_device() if device is None else parse_device(device))
     import pycuda.gpuarray as gpuarray
 
-    return gpuarray.to_gpu(np.ascontiguousarray(value))
+    return gpuarray.to_gpu(np.asarray(value, order="C"))  # (ascontiguousarray makes 0-d 1-d)
+
+
+def current_device() -> int:
+    """The device whose context is current on this thread (0 when none is yet)."""
+    return getattr(_thread, "device", None) or 0
 
 
 def to_host(value: Any) -> Any:

@@ -18,7 +18,8 @@ FAMILY = "activations"
 def relu_cuda(x):
     y = empty(x.shape, x.dtype)
     fn = kernel(FAMILY, f"relu_{suffix(x.dtype, 'Relu')}")
-    fn(x.gpudata, y.gpudata, np.int64(x.size), **grid(x.size))
+    if x.size:  # GPUArrays as arguments: an empty one has no pointer to pass
+        fn(x, y, np.int64(x.size), **grid(x.size))
     return (y,)
 
 
@@ -26,5 +27,6 @@ def relu_cuda(x):
 def relu_gradient_cuda(y, dy):
     dx = empty(y.shape, y.dtype)
     fn = kernel(FAMILY, f"relu_grad_{suffix(y.dtype, 'ReluGradient')}")
-    fn(y.gpudata, dy.gpudata, dx.gpudata, np.int64(y.size), **grid(y.size))
+    if y.size:
+        fn(y, dy, dx, np.int64(y.size), **grid(y.size))
     return (dx,)

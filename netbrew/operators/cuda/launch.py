@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.cuda import activate, to_gpu
+from netbrew.cuda import activate, current_device, to_gpu
 from netbrew.cuda.compile import function
 
 BLOCK = 256
@@ -33,7 +33,10 @@ def empty(shape: Sequence[int], dtype: Any) -> Any:
 def zeros(shape: Sequence[int], dtype: Any) -> Any:
     import pycuda.gpuarray as gpuarray
 
-    return gpuarray.zeros(tuple(int(d) for d in shape), np.dtype(dtype))
+    shape = tuple(int(d) for d in shape)
+    if not int(np.prod(shape)):  # pycuda's fill has no buffer to write to
+        return gpuarray.empty(shape, np.dtype(dtype))
+    return gpuarray.zeros(shape, np.dtype(dtype))
 
 
 def broadcast_meta(out_shape: Sequence[int], *in_shapes: Sequence[int]) -> Any:
@@ -50,11 +53,15 @@ def broadcast_meta(out_shape: Sequence[int], *in_shapes: Sequence[int]) -> Any:
             strides[d] = 0 if padded[d] == 1 and out_shape[d] != 1 else step
             step *= padded[d]
         rows.append(strides + [0] * (MAX_RANK - rank))
-    return to_gpu(np.array(rows, np.int64).reshape(-1))
+    return to_gpu(np.array(rows, np.int64).reshape(-1), device=None)
 
 
-def kernel(family: str, name: str, device: int = 0):
-    """The compiled kernel (see netbrew.cuda.compile.function)."""
+def kernel(family: str, name: str, device: int | None = None):
+    """The compiled kernel of the current device (or `device`): see
+    netbrew.cuda.compile.function. Launch it with GPUArrays as arguments (pycuda passes
+    their pointers; `x.gpudata` is None for an empty array and an int for a view) and
+    skip the launch when there is no element."""
+    device = current_device() if device is None else device
     activate(device)
     return function(family, name, device)
 
