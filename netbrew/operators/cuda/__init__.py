@@ -6,8 +6,11 @@ when a kernel first runs, so a CPU-only install loads this package without it.
 
 from netbrew.operators.cuda import (  # noqa: F401  (imported to register their kernels)
     activations,
+    conv,
     fillers,
     fused,
     gather,
+    gemm,
+    pool,
     shape_ops,
 )
