@@ -2,8 +2,10 @@
 
 The library is looked for, in order, in the NVIDIA wheels (nvidia-cublas-cu12's
 nvidia/cublas/lib, CUDA 13's nvidia-cublas in nvidia/cu13/lib), then where the system's
-linker finds "cublas" (ctypes.util.find_library), then by name (libcublas.so.12,
-libcublas.so.13, libcublas.so). Nothing is loaded before a GEMM first runs on a GPU.
+linker finds "cublas" (ctypes.util.find_library), then in the CUDA toolkit ($CUDA_HOME,
+$CUDA_PATH, $CUDA_ROOT, /usr/local/cuda: lib64 and targets/*/lib), then by name
+(libcublas.so.12, libcublas.so.13, libcublas.so). Nothing is loaded before a GEMM first
+runs on a GPU.
 When none loads, `load` raises DeviceError naming what to install, and the GEMM callers
 (netbrew.operators.cuda.gemm) use their own tiled kernel instead.
 
@@ -63,12 +65,29 @@ def _wheel_paths() -> list[str]:
     return found
 
 
+def _toolkit_roots() -> list[str]:
+    """CUDA toolkit folders: those the environment names, then /usr/local/cuda."""
+    names = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")
+    return [r for r in (*(os.environ.get(n) for n in names), "/usr/local/cuda") if r]
+
+
+def _toolkit_paths() -> list[str]:
+    found: list[str] = []
+    for root in _toolkit_roots():
+        for sub in ("lib64", os.path.join("targets", "*", "lib")):
+            paths = glob.glob(os.path.join(root, sub, "libcublas.so.*"))
+            found += sorted(paths, key=lambda p: (len(p), p))
+    return found
+
+
 def candidates() -> list[str]:
-    """Where `load` looks, in order: wheel files, the linker's find, then bare names."""
+    """Where `load` looks, in order: wheel files, the linker's find, the CUDA toolkit's
+    folders, then bare names."""
     order = _wheel_paths()
     system = _find_library("cublas")
     if system:
         order.append(system)
+    order += _toolkit_paths()
     order += NAMES
     return list(dict.fromkeys(order))  # first occurrence wins
 

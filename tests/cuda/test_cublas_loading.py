@@ -10,12 +10,15 @@ import pytest
 
 from netbrew.cuda import DeviceError, cublas
 
+TOOLKIT_ROOTS = cublas._toolkit_roots  # before the fixture replaces it
+
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
     cublas.reset()
     monkeypatch.setattr(cublas, "_find_spec", lambda name: None)
     monkeypatch.setattr(cublas, "_find_library", lambda name: None)
+    monkeypatch.setattr(cublas, "_toolkit_roots", lambda: [])
     yield
     cublas.reset()
 
@@ -40,11 +43,24 @@ def _wheels(tmp_path, monkeypatch):
 def test_search_order(tmp_path, monkeypatch):
     lib = _wheels(tmp_path, monkeypatch)
     monkeypatch.setattr(cublas, "_find_library", lambda name: "libcublas.so.12")
+    toolkit = tmp_path / "cuda"
+    for sub in ("lib64", "targets/x86_64-linux/lib"):
+        (toolkit / sub).mkdir(parents=True)
+        (toolkit / sub / "libcublas.so.13").write_text("")
+    monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.delenv("CUDA_ROOT", raising=False)
+    monkeypatch.setattr(cublas, "_toolkit_roots", TOOLKIT_ROOTS)
+    roots = cublas._toolkit_roots()
+    assert roots == [str(toolkit), "/usr/local/cuda"]
+    monkeypatch.setattr(cublas, "_toolkit_roots", lambda: roots[:1])
     assert cublas.candidates() == [
         f"{lib['nvidia.cublas']}/libcublas.so.12",  # the soname before the full version
         f"{lib['nvidia.cublas']}/libcublas.so.12.4.5.8",
         f"{lib['nvidia.cu13']}/libcublas.so.13",
         "libcublas.so.12",  # the linker's find, once
+        f"{toolkit}/lib64/libcublas.so.13",
+        f"{toolkit}/targets/x86_64-linux/lib/libcublas.so.13",
         "libcublas.so.13",
         "libcublas.so",
     ]

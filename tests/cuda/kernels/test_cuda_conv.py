@@ -75,6 +75,26 @@ def test_conv_float16():
     check_device("Conv", [x, w, b], group=4, **F16)
 
 
+def test_larger_images():
+    """Many blocks per launch, and GEMMs past one tile in every dim."""
+    x, w, b, _ = _inputs((3, 16, 33, 31), (32, 16, 3, 3), {})
+    attrs = {"pads": [1, 1, 1, 1], "strides": [2, 1]}
+    check_device("Conv", [x, w, b], **attrs, **TOL)
+    dy = _dy("Conv", x, w, attrs)
+    check_device("ConvGradient", [x, w, dy], outputs=3, atol=1e-3, rtol=1e-4, **attrs)
+    x, w, b, _ = _inputs((2, 24, 30, 30), (24, 1, 5, 5), {})
+    check_device("Conv", [x, w, b], group=24, pads=[2, 2, 2, 2], **TOL)
+
+
+def test_conv_transpose_float16():
+    x, w = rand(2, 4, 5, 5, dtype=np.float16), rand(4, 3, 3, 3, seed=1, dtype=np.float16)
+    b = rand(3, seed=2, dtype=np.float16)
+    check_device("ConvTranspose", [x, w, b], strides=[2, 2], pads=[1, 1, 0, 0], **F16)
+    dy = _dy("ConvTranspose", x, w, {"strides": [2, 2]})
+    check_device("ConvTransposeGradient", [x, w, dy.astype(np.float16)], outputs=3,
+                 strides=[2, 2], **F16)  # fmt: skip
+
+
 def test_conv_relu():
     x, w, b, _ = _inputs((2, 3, 6, 5), (4, 3, 3, 3), {})
     check_device("ConvRelu", [x, w, b], pads=[1, 1, 1, 1], **TOL)

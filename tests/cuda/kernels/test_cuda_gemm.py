@@ -124,6 +124,8 @@ def test_gemm(attrs, c_shape):
 
 def test_gemm_large_and_float16():
     check_device("Gemm", [rand(70, 45), rand(45, 33, seed=1), rand(33, seed=2)], **TOL)
+    a, b = rand(130, 300), rand(170, 300, seed=1)
+    check_device("Gemm", [a, b, rand(170, seed=2)], transB=1, atol=1e-3, rtol=1e-4)
     a, b = rand(6, 10, dtype=np.float16), rand(10, 4, dtype=np.float16, seed=1)
     check_device("Gemm", [a, b, rand(4, dtype=np.float16, seed=2)], beta=0.5, **F16)
 

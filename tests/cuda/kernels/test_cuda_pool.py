@@ -35,6 +35,18 @@ POOL_CASES = [
 ]
 
 
+def test_larger_images():
+    """Many blocks per launch."""
+    x = rand(4, 16, 65, 63)
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    check_device("MaxPool", [x], outputs=2, **attrs)
+    check_device("AveragePool", [x], **attrs)
+    y = run_op("MaxPool", [x], **attrs)[0]
+    check_device("MaxPoolGradient", [x, y, rand(*y.shape, seed=1)], **attrs)
+    check_device("AveragePoolGradient", [x, rand(*y.shape, seed=1)], atol=1e-5, rtol=1e-4,
+                 **attrs)  # fmt: skip
+
+
 def _ties(*shape, seed=0):
     """Values on a coarse grid, so that windows hold equal maxima."""
     return np.round(rand(*shape, seed=seed) * 2).astype(np.float32)
