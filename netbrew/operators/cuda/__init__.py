@@ -11,6 +11,10 @@ from netbrew.operators.cuda import (  # noqa: F401  (imported to register their 
     fused,
     gather,
     gemm,
+    losses,
+    normalization,
     pool,
+    reduce,
     shape_ops,
+    softmax,
 )
