@@ -153,7 +153,8 @@ def test_launch_runs_a_script_on_ranks(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert sorted(done.stdout.split("\n")[:2]) == ["rank 0 of 2", "rank 1 of 2"]
+    lines = done.stdout.splitlines()
+    assert "rank 0 of 2" in lines and "rank 1 of 2" in lines, done.stdout
 
 
 def test_allgather_takes_one_tensor():
