@@ -153,8 +153,10 @@ def test_launch_runs_a_script_on_ranks(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert "rank 0 of 2" in lines and "rank 1 of 2" in lines, done.stdout
+    # mpiexec forwards both ranks' output through one pipe, which may split their lines
+    import re
+
+    assert sorted(re.findall(r"rank (\d) of 2", done.stdout)) == ["0", "1"], done.stdout
 
 
 def test_allgather_takes_one_tensor():
