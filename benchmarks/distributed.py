@@ -7,7 +7,7 @@ The Allreduce rows time 1 MB and 25 MB float32 buffers: netbrew's Allreduce op r
 a Workspace (its bucket copy, fingerprint check and polling included) against
 `comm.Allreduce(send, recv)`, alternating, medians of --reps.
 
-    python benchmarks/distributed.py [--steps 60] [--batch 64] [--reps 20]
+    python benchmarks/distributed.py [--steps 300] [--batch 64] [--reps 20]
 
 Writes benchmarks/DISTRIBUTED.md. Needs mpi4py and an mpiexec (netbrew[distributed]).
 """
@@ -67,40 +67,47 @@ def throughput(steps: int, batch: int) -> dict:
 def allreduce_times(reps: int) -> list[dict]:
     """Medians (ms) of netbrew's Allreduce op and mpi4py's Allreduce, per buffer size."""
     import numpy as np
-    from mpi4py import MPI
 
     from netbrew import distributed
     from netbrew.executor import Workspace
     from netbrew.netdef import Net
 
     world = distributed.init()
-    comm = MPI.COMM_WORLD
     rows = []
     for megabytes in (1, 25):
         n = megabytes * (1 << 20) // 4
         buffer = np.random.default_rng(world.rank).random(n, dtype=np.float32)
         ws, net = Workspace(), Net(f"allreduce_{megabytes}mb")
-        ws.feed_blob("g", buffer)
-        net.Allreduce("g", "g_sum")
+        ws.feed_blob("g", buffer.copy())
+        net.Allreduce("g", "g")  # in place, as allreduce_gradients' ops run
         ws.create_net(net)
-        recv = np.empty_like(buffer)
-        ours, theirs = [], []
-        for _ in range(reps + 2):
-            comm.Barrier()
-            start = time.perf_counter()
-            ws.run_net(net.name)
-            ours.append(time.perf_counter() - start)
-            comm.Barrier()
-            start = time.perf_counter()
-            comm.Allreduce(buffer, recv, op=MPI.SUM)
-            theirs.append(time.perf_counter() - start)
-        assert np.array_equal(ws.fetch_blob("g_sum"), recv)
-        rows.append({
-            "mb": megabytes,
-            "netbrew_ms": 1e3 * statistics.median(ours[2:]),
-            "mpi4py_ms": 1e3 * statistics.median(theirs[2:]),
-        })  # fmt: skip
+        rows.append({"mb": megabytes, **_time_allreduce(ws, net.name, buffer, reps)})
     return rows
+
+
+def _time_allreduce(ws, net_name: str, buffer, reps: int) -> dict:
+    """Alternating runs of the three ways to reduce `buffer`; the op's result is checked."""
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    recv, inplace = np.empty_like(buffer), buffer.copy()
+    ws.run_net(net_name)
+    comm.Allreduce(buffer, recv, op=MPI.SUM)
+    assert np.array_equal(ws.fetch_blob("g"), recv)
+    steps = {
+        "netbrew_ms": lambda: ws.run_net(net_name),
+        "mpi4py_ms": lambda: comm.Allreduce(buffer, recv, op=MPI.SUM),
+        "mpi4py_in_place_ms": lambda: comm.Allreduce(MPI.IN_PLACE, inplace, op=MPI.SUM),
+    }
+    times: dict[str, list[float]] = {key: [] for key in steps}
+    for _ in range(reps + 2):
+        for key, step in steps.items():
+            comm.Barrier()
+            start = time.perf_counter()
+            step()
+            times[key].append(time.perf_counter() - start)
+    return {key: 1e3 * statistics.median(values[2:]) for key, values in times.items()}
 
 
 def child(args) -> None:
@@ -149,19 +156,25 @@ def render(one: dict, two: dict, args) -> str:
         "",
         f"Allreduce of float32 buffers on 2 ranks, medians of {args.reps}:",
         "",
-        "| buffer | netbrew Allreduce op ms | mpi4py Allreduce ms | netbrew / mpi4py |",
-        "|---|---|---|---|",
+        "netbrew's op reduces in place (as allreduce_gradients' ops do); mpi4py's Allreduce",
+        "is timed out of place (a receive buffer) and in place (MPI.IN_PLACE).",
+        "",
+        "| buffer | netbrew Allreduce op ms | mpi4py Allreduce ms | netbrew / mpi4py | "
+        "mpi4py in place ms | netbrew / mpi4py in place |",
+        "|---|---|---|---|---|---|",
     ]
     for row in two["allreduce"]:
         ratio = row["netbrew_ms"] / row["mpi4py_ms"]
+        ratio_in_place = row["netbrew_ms"] / row["mpi4py_in_place_ms"]
         lines.append(f"| {row['mb']} MB | {row['netbrew_ms']:.2f} | {row['mpi4py_ms']:.2f} | "
-                     f"{ratio:.2f} |")  # fmt: skip
+                     f"{ratio:.2f} | {row['mpi4py_in_place_ms']:.2f} | "
+                     f"{ratio_in_place:.2f} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

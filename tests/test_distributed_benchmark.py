@@ -32,11 +32,11 @@ def test_table_ratios(bench):
     one = {"throughput": {"images_per_s": 100.0}}
     two = {
         "throughput": {"images_per_s": 190.0},
-        "allreduce": [{"mb": 25, "netbrew_ms": 11.0, "mpi4py_ms": 10.0}],
+        "allreduce": [{"mb": 25, "netbrew_ms": 11.0, "mpi4py_ms": 10.0, "mpi4py_in_place_ms": 5.5}],
     }
     table = bench.render(one, two, ARGS)
     assert "| 2 | 190 | 1.90 |" in table
-    assert "| 25 MB | 11.00 | 10.00 | 1.10 |" in table
+    assert "| 25 MB | 11.00 | 10.00 | 1.10 | 5.50 | 2.00 |" in table
 
 
 def test_a_two_rank_job_reports_both_allreduces(bench):
@@ -50,4 +50,5 @@ def test_a_two_rank_job_reports_both_allreduces(bench):
     result = bench.run_job(2, ARGS)
     assert result["throughput"]["ranks"] == 2
     assert [row["mb"] for row in result["allreduce"]] == [1, 25]
-    assert all(row["netbrew_ms"] > 0 and row["mpi4py_ms"] > 0 for row in result["allreduce"])
+    for row in result["allreduce"]:
+        assert row["netbrew_ms"] > 0 and row["mpi4py_ms"] > 0 and row["mpi4py_in_place_ms"] > 0

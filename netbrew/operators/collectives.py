@@ -86,24 +86,61 @@ def _unflat(buffer: np.ndarray, tensors: Sequence[np.ndarray], idx: list[int], o
         start += tensors[i].size
 
 
-def allreduce(tensors: Sequence[np.ndarray], what: str, mean: bool = False) -> list[np.ndarray]:
-    """Sums (or averages) each tensor over the ranks: one Iallreduce per dtype."""
+def allreduce(
+    tensors: Sequence[np.ndarray], what: str, mean: bool = False, in_place: bool = False
+) -> list[np.ndarray]:
+    """Sums (or averages) each tensor over the ranks: one Iallreduce per dtype.
+
+    in_place: reduce into the tensors' own buffers where each is a contiguous, writeable
+    array of its own (the op writes each tensor back to itself, as allreduce_gradients'
+    ops do): no receive buffer to allocate, which on 25 MB saved more than the copy."""
     world = _w.world()
     if mean and any(t.dtype.kind not in "fc" for t in tensors):
         raise SchemaError(f"{what}: reduction='mean' needs floating-point tensors")
     out: list = [None] * len(tensors)
     for idx in _by_dtype(tensors).values():
-        send = _flat(tensors, idx)
-        recv = np.empty_like(send)
-        if world.size == 1:
-            recv[...] = send
+        own = in_place and world.size > 1 and all(_own_buffer(tensors[i]) for i in idx)
+        if own and len(idx) == 1:
+            recv = tensors[idx[0]].reshape(-1)
+            _reduce(world, None, recv, what)
         else:
-            with world.lock:
-                _w.wait(world.comm.Iallreduce(send, recv, op=_mpi_sum()), what)
+            send = _flat(tensors, idx)
+            recv = send if own else np.empty_like(send)  # a bucket's concatenation is new
+            _reduce(world, None if own else send, recv, what)
         if mean and world.size > 1:
             recv /= recv.dtype.type(world.size)
-        _unflat(recv, tensors, idx, out)
+        if own:  # the results are in the tensors' own arrays, which the outputs stay
+            if len(idx) > 1:
+                for i, view in zip(idx, _views(recv, tensors, idx)):
+                    np.copyto(tensors[i], view)
+            for i in idx:
+                out[i] = tensors[i]
+        else:
+            _unflat(recv, tensors, idx, out)
     return out
+
+
+def _own_buffer(t: np.ndarray) -> bool:
+    return t.base is None and t.flags.c_contiguous and t.flags.writeable
+
+
+def _views(buffer: np.ndarray, tensors: Sequence[np.ndarray], idx: list[int]) -> list:
+    out: list = [None] * len(tensors)
+    _unflat(buffer, tensors, idx, out)
+    return [out[i] for i in idx]
+
+
+def _reduce(world, send: np.ndarray | None, recv: np.ndarray, what: str) -> None:
+    """recv = sum over ranks of send (of recv itself when send is None: MPI_IN_PLACE)."""
+    if world.size == 1:
+        if send is not None:
+            recv[...] = send
+        return
+    from mpi4py import MPI
+
+    with world.lock:
+        source = MPI.IN_PLACE if send is None else send
+        _w.wait(world.comm.Iallreduce(source, recv, op=_mpi_sum()), what)
 
 
 @kernel("Allreduce")
@@ -112,7 +149,8 @@ def allreduce_cpu(*tensors, reduction, input_names, output_names):
         raise SchemaError(f"argument reduction={reduction!r} must be 'sum' or 'mean'")
     what = f"Allreduce({', '.join(input_names)})"
     _w.check_agreement("Allreduce", list(input_names), list(tensors))
-    return tuple(allreduce(tensors, what, mean=reduction == "mean"))
+    in_place = tuple(input_names) == tuple(output_names)
+    return tuple(allreduce(tensors, what, mean=reduction == "mean", in_place=in_place))
 
 
 @kernel("Broadcast")
