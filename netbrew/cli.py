@@ -187,7 +187,7 @@ def _bench(ns: argparse.Namespace) -> int:
     if ns.optimize:  # profile the net Predictor (or, for .onnx, the ONNX backend) would run
         from netbrew.executor.predictor import optimize_for_inference
 
-        net = optimize_for_inference(net, ws, params_are_constant=is_onnx)
+        net = optimize_for_inference(net, ws, params_are_constant=is_onnx, device=ns.device)
     if ns.device != "cpu":
         net = _to_device(net, ws, ns.device, ns.strict)
     shapes = dict(_parse_shape(i) for i in ns.input)

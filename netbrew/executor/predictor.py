@@ -32,7 +32,7 @@ def refuse_file_ops(net: NetDef, who: str) -> None:
 
 
 def optimize_for_inference(
-    net: NetDef, workspace: Workspace, *, params_are_constant: bool = False
+    net: NetDef, workspace: Workspace, *, params_are_constant: bool = False, device: str = "cpu"
 ) -> NetDef:
     """The inference-safe passes for a net whose parameters are in `workspace`:
     BatchNormalization folding, Relu fusion and Winograd convs (which rewrite or add
@@ -56,7 +56,7 @@ def optimize_for_inference(
     if params_are_constant:
         net = _precompute(net, workspace)
     params = {b: workspace.fetch_blob(b) for b in workspace.blobs()}
-    net, new_params = rewrite_for_inference(net, params)
+    net, new_params = rewrite_for_inference(net, params, device)
     for name, value in new_params.items():
         if params.get(name) is not value:  # only the rewritten or added weights
             workspace.feed_blob(name, value)
@@ -132,7 +132,9 @@ class Predictor:
         self.workspace = Workspace()
         self.workspace.run_net_once(init)
         if optimize:
-            self.predict_net = optimize_for_inference(self.predict_net, self.workspace)
+            self.predict_net = optimize_for_inference(
+                self.predict_net, self.workspace, device=self.device
+            )
         params = set(self.workspace.blobs())
         self.input_names = [b for b in self.predict_net.external_input if b not in params]
         self.external_inputs = set(self.predict_net.external_input)

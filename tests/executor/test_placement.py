@@ -136,3 +136,31 @@ def test_a_workspace_places_a_gpu_net_when_it_creates_it(cuda_kernels, monkeypat
     assert created == ["CopyCPUToGPU", "Relu", "CopyGPUToCPU", "Neg"]
     ws.run_net("gpu")
     assert ws.fetch_blob("z").tolist() == [0.0, -2.0]
+
+
+def test_the_zoo_and_the_demo_have_a_cuda_kernel_for_every_op():
+    """What strict=True on a GPU needs: no op of the six light-zoo models (after the GPU's
+    inference passes) nor of the demo's nets lacks a CUDA kernel."""
+    import sys
+    from pathlib import Path
+
+    from netbrew.converters.onnx import import_model
+    from netbrew.demo import training_model
+    from netbrew.executor import Workspace
+    from netbrew.executor.placement import missing_kernels
+    from netbrew.executor.predictor import optimize_for_inference
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        from zoo import MODELS, model_path
+    finally:
+        sys.path.pop(0)
+    for name in MODELS:
+        init, predict = import_model(model_path(name))
+        ws = Workspace()
+        ws.run_net_once(init)
+        net = optimize_for_inference(predict, ws, device="cuda:0")
+        assert not missing_kernels(net, "cuda:0"), name
+    model = training_model()
+    for net in (model.param_init_net, model.net):
+        assert not missing_kernels(net.proto(), "cuda:0"), net.name

@@ -37,7 +37,7 @@ class NetbrewRep(BackendRep):
         self.workspace.run_net_once(init_net)
         if optimize:  # the same graph passes a Predictor applies
             predict_net = optimize_for_inference(
-                predict_net, self.workspace, params_are_constant=True
+                predict_net, self.workspace, params_are_constant=True, device=device
             )
         params = set(self.workspace.blobs())
         self.input_names = [b for b in predict_net.external_input if b not in params]

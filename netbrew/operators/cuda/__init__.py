@@ -7,6 +7,7 @@ when a kernel first runs, so a CPU-only install loads this package without it.
 from netbrew.operators.cuda import (  # noqa: F401  (imported to register their kernels)
     activations,
     conv,
+    counters,
     elementwise,
     elementwise_binary,
     elementwise_cast,
@@ -15,6 +16,7 @@ from netbrew.operators.cuda import (  # noqa: F401  (imported to register their 
     gather,
     gemm,
     losses,
+    lrn,
     normalization,
     optim,
     pool,
