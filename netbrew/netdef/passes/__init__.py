@@ -54,9 +54,7 @@ def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: I
     return (out, new_params) if params is not None else out
 
 
-def rewrite_for_inference(
-    net: NetDef, params: dict, device: str = "cpu"
-) -> tuple[NetDef, dict]:
+def rewrite_for_inference(net: NetDef, params: dict, device: str = "cpu") -> tuple[NetDef, dict]:
     """The level-2 rewrites that read the parameters, in order: BatchNormalization folding,
     Relu fusion, Winograd convs, channel-shuffle folding. Returns (new NetDef, new params);
     neither input is modified. For a GPU `device` the last two, which lay out work for
