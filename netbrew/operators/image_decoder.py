@@ -1,17 +1,20 @@
 """ImageDecoder: an encoded image file (1-D uint8 tensor) to a uint8 [H, W, C] image.
 
-The format is sniffed from the leading bytes. PNG, BMP, PNM and baseline TIFF are decoded
-in NumPy (see image_codecs); JPEG, JPEG 2000 and WebP raise a clear error. Gray output
-from color images uses ITU-R 601-2 luma with PIL's fixed-point rounding,
-L = (19595 R + 38470 G + 7471 B + 32768) >> 16; alpha channels are dropped (not blended).
+Decoding is Pillow's (``pip install "netbrew[image]"``), as in ONNX's reference
+implementation: every format the installed Pillow reads works (JPEG, PNG, BMP, PNM, TIFF,
+GIF, WebP and JPEG 2000 where its build has them). RGB and BGR give [H, W, 3]: images of
+other modes go through ``Image.convert("RGB")`` first, so gray images are repeated across
+the channels and alpha is dropped (not blended). Grayscale gives [H, W, 1] from
+``Image.convert("L")`` (ITU-R 601-2 luma, Pillow's rounding), as the reference does.
 """
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
-from netbrew.operators import image_codecs
 from netbrew.operators.schema import kernel, no_gradient, schema
 
 schema(
@@ -19,40 +22,22 @@ schema(
     inputs=["encoded_stream"],
     outputs=["image"],
     attrs={"pixel_format": "RGB"},
-    doc="image = decoded encoded_stream (1-D uint8 file bytes: PNG, BMP, PNM or TIFF), uint8 "
-    "[H, W, 3] for pixel_format RGB (default) or BGR, [H, W, 1] for Grayscale",
+    doc="image = decoded encoded_stream (1-D uint8 file bytes in any format Pillow reads: "
+    "JPEG, PNG, BMP, PNM, TIFF, WebP, JPEG 2000...), uint8 [H, W, 3] for pixel_format RGB "
+    "(default) or BGR, [H, W, 1] for Grayscale; needs Pillow (netbrew[image])",
 )
 
-_UNSUPPORTED = {
-    b"\xff\xd8\xff": "JPEG",
-    b"\x00\x00\x00\x0cjP  ": "JPEG 2000",
-    b"\xff\x4f\xff\x51": "JPEG 2000",
-}
+_INSTALL = 'pip install "netbrew[image]"'
 
 
-def _sniff(data: bytes):
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return image_codecs.decode_png
-    if data.startswith(b"BM"):
-        return image_codecs.decode_bmp
-    if data[:1] == b"P" and data[1:2] in b"123456" and len(data) > 2:
-        return image_codecs.decode_pnm
-    if data[:4] in (b"II*\x00", b"MM\x00*"):
-        return image_codecs.decode_tiff
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        raise ValueError("ImageDecoder: WebP images are not supported (PNG, BMP, PNM, TIFF are)")
-    for magic, name in _UNSUPPORTED.items():
-        if data.startswith(magic):
-            raise ValueError(
-                f"ImageDecoder: {name} images are not supported (PNG, BMP, PNM, TIFF are)"
-            )
-    raise ValueError(f"ImageDecoder: unknown image format (first bytes {data[:8]!r})")
-
-
-def to_gray(rgb: np.ndarray) -> np.ndarray:
-    """[H, W, 3] uint8 -> [H, W, 1] uint8 luma, rounded as PIL's convert("L")."""
-    r, g, b = (rgb[..., i].astype(np.uint32) for i in range(3))
-    return ((19595 * r + 38470 * g + 7471 * b + 32768) >> 16).astype(np.uint8)[..., None]
+def _pil_image():
+    try:
+        import PIL.Image  # noqa: PLC0415 - an optional dependency, imported on first use
+    except ImportError:
+        raise ImportError(
+            f"ImageDecoder decodes images with Pillow, which is not installed: {_INSTALL}"
+        ) from None
+    return PIL.Image
 
 
 @kernel("ImageDecoder")
@@ -67,21 +52,21 @@ def image_decoder_cpu(stream, pixel_format):
             f"ImageDecoder: input 'encoded_stream' is {stream.dtype} {list(stream.shape)}, "
             "expected a 1-D uint8 tensor of file bytes"
         )
-    data = stream.tobytes()
-    decode = _sniff(data)
+    image_module = _pil_image()
     try:
-        pixels, mode = decode(data)
-    except (image_codecs.ImageFormatError, ValueError, IndexError) as e:
-        raise ValueError(f"ImageDecoder: cannot decode the image: {e}") from e
-    if mode in ("L", "LA"):
-        gray = pixels[..., :1]
-        if fmt == "Grayscale":
-            return (np.ascontiguousarray(gray),)
-        return (np.repeat(gray, 3, axis=-1),)
-    rgb = pixels[..., :3]
+        with image_module.open(io.BytesIO(stream.tobytes())) as img:
+            img.load()
+            img = img.convert("L" if fmt == "Grayscale" else "RGB")
+    except Exception as e:  # Pillow raises OSError, SyntaxError, ValueError... on bad files
+        head = stream[:8].tobytes()
+        raise ValueError(
+            f"ImageDecoder: cannot decode the image ({len(stream)} bytes, first bytes "
+            f"{head!r}): {type(e).__name__}: {e}"
+        ) from e
+    decoded = np.asarray(img, dtype=np.uint8)
     if fmt == "Grayscale":
-        return (to_gray(rgb),)
-    return (np.ascontiguousarray(rgb if fmt == "RGB" else rgb[..., ::-1]),)
+        return (np.ascontiguousarray(decoded[..., None]),)
+    return (np.ascontiguousarray(decoded if fmt == "RGB" else decoded[..., ::-1]),)
 
 
 no_gradient("ImageDecoder", "decodes file bytes; there is nothing to differentiate")
