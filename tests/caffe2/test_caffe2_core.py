@@ -127,3 +127,14 @@ def test_a_gpu_net_built_elsewhere_runs_on_the_cpu():
         workspace.CreateNet(proto.SerializeToString())
     workspace.RunNet("from_gpu")
     assert workspace.FetchBlob("y").tolist() == [0.0, 1.0]
+
+
+def test_run_all_on_gpu_without_a_gpu_runs_on_the_cpu():
+    net = core.Net("all_gpu")
+    net.Relu("x", "y")
+    with pytest.warns(DeviceFallbackWarning, match="RunAllOnGPU"):
+        net.RunAllOnGPU()
+    assert net.Proto().op[0].device_option.device_type == caffe2_pb2.CPU
+    workspace.FeedBlob("x", np.array([-1.0], np.float32))
+    workspace.RunNetOnce(net)
+    assert workspace.FetchBlob("y").tolist() == [0.0]

@@ -211,6 +211,14 @@ class Net(_net.Net):
     def GetBlobRef(self, name: str) -> BlobReference:  # noqa: N802
         return BlobReference(str(name), self)
 
+    def RunAllOnGPU(self, gpu_id: int = 0, use_cudnn: bool = False) -> None:  # noqa: N802
+        """Places the net and every op on CUDA device `gpu_id` (on the CPU, with one
+        warning, when netbrew has no GPU)."""
+        option = on_cpu_if_no_gpu(DeviceOption(_CUDA, gpu_id), "RunAllOnGPU")
+        self.set_device(option)
+        for op in self.proto().op:
+            op.device_option.CopyFrom(option)
+
     # -- ops in Caffe2's spellings ---------------------------------------------------------
 
     def __getattr__(self, op_type: str):
