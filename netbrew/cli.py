@@ -1,4 +1,4 @@
-"""The `netbrew` command: demo, info, run, convert, bench."""
+"""The `netbrew` command: demo, info, run, convert, bench, draw."""
 
 from __future__ import annotations
 
@@ -77,6 +77,37 @@ def cmd_info(ns: argparse.Namespace) -> int:
         devices = sorted(d for (t, d) in KERNELS if t == op_type)
         where = ", ".join(devices) if op_type in SCHEMAS else "not a registered op"
         print(f"  {op_type:<28}{count:>5}   kernels: {where or 'none'}")
+    print(f"draw it: netbrew draw {ns.model} -o net.svg")
+    return 0
+
+
+def cmd_draw(ns: argparse.Namespace) -> int:
+    """Draws a model's predict net to .svg/.png/.pdf/.dot (netbrew.netdef.draw)."""
+    from netbrew.netdef.draw import _graphviz, draw
+
+    try:
+        _graphviz()
+    except ImportError as e:
+        raise NetbrewError(str(e)) from None
+    if Path(ns.model).suffix.lower() == ".onnx":
+        from netbrew.converters import onnx as nb_onnx
+
+        init_net, net = nb_onnx.import_model(Path(ns.model))
+    else:
+        init_net, net = resolve_model(ns.model, ns.init)
+    workspace = None
+    if ns.input and not ns.no_shapes:  # shapes from a run on random inputs
+        from netbrew.executor import Workspace
+
+        workspace = Workspace()
+        if init_net is not None:
+            workspace.run_net_once(init_net)
+        rng = np.random.default_rng(0)
+        for name, shape in (_parse_shape(i) for i in ns.input):
+            workspace.feed_blob(name, _random_feed(shape, np.dtype(np.float32), rng))
+        workspace.run_net_once(net)
+    written = draw(net, ns.output, minimal=ns.minimal, shapes=not ns.no_shapes, workspace=workspace)
+    print(f"{ns.model} -> {written} ({len(net.op)} ops)")
     return 0
 
 
@@ -332,6 +363,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace", type=Path, help="write the profiled runs as a Chrome trace (JSON) here"
     )
     bench.set_defaults(func=cmd_bench)
+    draw = sub.add_parser("draw", help="draw a model's net with Graphviz (.svg, .png, .dot)")
+    draw.add_argument("model", help="model folder, predict_net .pb/.pbtxt, or .onnx file")
+    draw.add_argument("-o", "--output", required=True, help="net.svg, net.png, net.pdf or net.dot")
+    draw.add_argument("--init", help="init_net file")
+    draw.add_argument("--minimal", action="store_true", help="ops only, no blob nodes")
+    draw.add_argument("--no-shapes", action="store_true", help="no shape labels on the edges")
+    draw.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        help="NAME=1x3x224x224 (repeat): run on random float inputs and label the shapes seen",
+    )
+    draw.set_defaults(func=cmd_draw)
     return parser
 
 
