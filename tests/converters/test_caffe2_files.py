@@ -2,6 +2,7 @@
 PyTorch -> ONNX -> Caffe2 mobile exports hold, each against an independent reading
 (NumPy, or torch.nn.functional) of Caffe2's or ATen's semantics."""
 
+import re
 import warnings
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from netbrew.cli import main
 from netbrew.converters import caffe2
-from netbrew.errors import DeviceFallbackWarning, UnsupportedConversion
+from netbrew.errors import DeviceFallbackWarning, ModelLoadError, UnsupportedConversion
 from netbrew.executor import Predictor, Workspace
 from netbrew.netdef import op_def
 from netbrew.proto.netbrew_pb2 import DeviceOption, NetDef
@@ -129,6 +130,18 @@ def test_brew_resnet_written_on_gpu_runs_on_cpu(tmp_path, global_pool):
     x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
     prob = Predictor(init, predict).run({"data": x})["prob"]
     np.testing.assert_allclose(prob, resnet_reference(weights, x), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("empty", ["init_net.pb", "predict_net.pb", "predict_net.pbtxt"])
+def test_an_empty_file_is_refused_naming_it(tmp_path, empty):
+    init, predict = NetDef(name="init"), NetDef(name="predict")
+    folder = save_model(tmp_path / "m", init, predict)
+    (folder / "predict_net.pbtxt").write_text('name: "predict"\n')
+    (folder / empty).write_bytes(b"")
+    predict_file = "predict_net.pbtxt" if empty.endswith("pbtxt") else "predict_net.pb"
+    pattern = re.escape(f"{folder / empty}: file is empty, expected a NetDef")
+    with pytest.raises(ModelLoadError, match=pattern):
+        caffe2.load(folder / "init_net.pb", folder / predict_file)
 
 
 def test_strict_refuses_gpu_placement_naming_the_ops(tmp_path):

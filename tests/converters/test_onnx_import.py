@@ -169,6 +169,22 @@ def test_not_an_onnx_file(tmp_path):
         import_model(path)
 
 
+def test_empty_file(tmp_path):
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(b"")
+    with pytest.raises(ModelLoadError, match=r"empty\.onnx: empty file"):
+        import_model(path)
+    with pytest.raises(ModelLoadError, match=r"empty\.onnx: empty file"):
+        backend.prepare(str(path))
+
+
+def test_a_file_that_parses_to_no_model(tmp_path):
+    path = tmp_path / "nothing.onnx"
+    path.write_bytes(onnx.ModelProto(doc_string="only a comment").SerializeToString())
+    with pytest.raises(ModelLoadError, match=r"nothing\.onnx: not an ONNX model"):
+        import_model(path)
+
+
 def test_backend_api():
     assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
     node = helper.make_node("Add", ["a", "b"], ["c"])

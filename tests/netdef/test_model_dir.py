@@ -1,12 +1,14 @@
 """save_model / load_model: pruned inference nets, trained parameters, exact resumption."""
 
+import re
+
 import numpy as np
 import pytest
 
 import netbrew as nb
 from netbrew import brew
 from netbrew.brew import ModelHelper
-from netbrew.errors import FeedError
+from netbrew.errors import FeedError, ModelLoadError
 from netbrew.executor import Workspace
 from netbrew.netdef import load_net
 
@@ -90,3 +92,18 @@ def test_save_load_continue_equals_uninterrupted(tmp_path):
     assert params.keys() == result.keys()
     for name in params:
         np.testing.assert_array_equal(result[name], params[name], err_msg=name)
+
+
+@pytest.mark.parametrize("empty", ["init_net.pb", "predict_net.pb"])
+def test_load_model_with_an_empty_file_names_it(tmp_path, empty):
+    model = small_cnn()
+    ws = start(model)
+    nb.save_model(tmp_path, ws, model, inputs=["data"], outputs=["prob"])
+    (tmp_path / empty).write_bytes(b"")
+    with pytest.raises(ModelLoadError, match=re.escape(str(tmp_path / empty))):
+        nb.load_model(tmp_path)
+
+
+def test_load_model_from_a_missing_folder(tmp_path):
+    with pytest.raises(ModelLoadError, match=r"init_net\.pb: no such file"):
+        nb.load_model(tmp_path / "nothing")

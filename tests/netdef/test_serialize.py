@@ -92,6 +92,23 @@ def test_empty_file(tmp_path):
         load_net(path)
 
 
+@pytest.mark.parametrize("name", ["empty.pbtxt", "blank.pbtxt", "blank.pb"])
+def test_empty_or_blank_net_file(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"" if name.startswith("empty") else b" \n\t\n")
+    with pytest.raises(ModelLoadError, match=name.replace(".", r"\.") + ": file is empty"):
+        load_net(path)
+
+
+@pytest.mark.parametrize("name", ["empty.pb", "empty.pbtxt"])
+def test_empty_blobs_file(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"")
+    pattern = name.replace(".", r"\.") + ": file is empty, expected a TensorProtos"
+    with pytest.raises(ModelLoadError, match=pattern):
+        load_blobs(path)
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(ModelLoadError, match=r"nothere\.pb: no such file"):
         load_net(tmp_path / "nothere.pb")

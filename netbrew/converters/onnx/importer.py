@@ -33,10 +33,15 @@ def load_onnx(
     path = Path(model_or_path)
     if not path.exists():
         raise ModelLoadError(f"{path}: no such file")
+    if path.is_file() and path.stat().st_size == 0:
+        # protobuf parses zero bytes as an empty ModelProto: an empty net, not an error
+        raise ModelLoadError(f"{path}: empty file, expected an ONNX model")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # onnx raises DecodeError, ValueError...
         raise ModelLoadError(f"{path}: not a valid ONNX model: {e}") from e
+    if not model.HasField("graph") and not model.ir_version:
+        raise ModelLoadError(f"{path}: not an ONNX model: it has neither a graph nor an IR version")
     return model, str(path.parent)
 
 
