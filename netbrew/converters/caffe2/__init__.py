@@ -19,6 +19,7 @@ from typing import Any
 
 from netbrew.converters.caffe2 import (  # noqa: F401  (registers translators)
     ops_aten,
+    ops_db,
     ops_misc,
     ops_tensor,
     ops_window,

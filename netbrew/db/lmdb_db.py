@@ -1,0 +1,161 @@
+"""LMDB through the `lmdb` package (pip install "netbrew[db]"), as Caffe2's lmdb backend.
+
+The DB is a directory holding data.mdb and lock.mdb, Caffe2's layout. Records are read
+in key order, and cursors can seek. Mode "read" opens the environment read-only and
+without its lock file, so nothing under the directory is created or written; "write"
+adds to an existing DB (or creates it); "new" starts empty: an existing DB is emptied
+inside the first transaction, so its old records stay until that transaction commits
+(Caffe2 refuses a directory that exists instead).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from netbrew.db import DB, Cursor, Transaction, decode_key, encode_key
+from netbrew.errors import ModelLoadError
+
+MAP_SIZE = 1 << 40  # Caffe2's LMDB_MAP_SIZE: 1 TB of address space, not of disk
+
+
+def _lmdb() -> Any:
+    try:
+        import lmdb
+    except ImportError:
+        raise ImportError(
+            'db_type "lmdb" needs the lmdb package: pip install "netbrew[db]" '
+            '(or pip install "lmdb>=1.4")'
+        ) from None
+    return lmdb
+
+
+class LMDBCursor(Cursor):
+    def __init__(self, db: LMDB) -> None:
+        self.db = db
+        self.txn = db.env.begin(buffers=False)
+        self.cursor = self.txn.cursor()
+        db._cursors.append(self)
+        self.seek_to_first()
+
+    def _run(self, what: str, fn: Any, *args: Any) -> None:
+        try:
+            self._valid = bool(fn(*args))
+        except self.db.lmdb.Error as e:
+            raise ModelLoadError(f"{self.db.path}: lmdb {what} failed: {e}") from e
+
+    def seek_to_first(self) -> None:
+        self._run("seek to the first record", self.cursor.first)
+
+    def next(self) -> None:
+        self._run("next record", self.cursor.next)
+
+    def supports_seek(self) -> bool:
+        return True
+
+    def seek(self, key: str | bytes) -> None:
+        self._run(f"seek to {key!r}", self.cursor.set_range, encode_key(key))
+
+    def key(self) -> str:
+        self._check_valid()
+        return decode_key(self.cursor.key())
+
+    def value(self) -> bytes:
+        self._check_valid()
+        return bytes(self.cursor.value())
+
+    def valid(self) -> bool:
+        return self._valid
+
+    def _check_valid(self) -> None:
+        if not self._valid:
+            raise ValueError(f"lmdb {self.db.path}: the cursor is past the last record")
+
+    def close(self) -> None:
+        self.txn.abort()
+
+
+class LMDBTransaction(Transaction):
+    """Puts go into one write transaction; commit() commits it and starts the next."""
+
+    def __init__(self, db: LMDB) -> None:
+        self.db = db
+        self.txn = None
+
+    def _begin(self) -> Any:
+        if self.txn is None:
+            self.txn = self.db.env.begin(write=True)
+            if self.db._empty_first:
+                self.txn.drop(self.db.env.open_db(), delete=False)
+                self.db._empty_first = False
+        return self.txn
+
+    def put(self, key: str | bytes, value: bytes) -> None:
+        self.db._check_writable()
+        raw_key = encode_key(key)
+        if not raw_key:
+            raise ValueError(f"lmdb {self.db.path}: empty keys cannot be stored")
+        try:
+            self._begin().put(raw_key, bytes(value))
+        except self.db.lmdb.Error as e:
+            raise OSError(f"{self.db.path}: lmdb put of key {key!r} failed: {e}") from e
+
+    def commit(self) -> None:
+        self.db._check_writable()
+        self._begin().commit()
+        self.txn = None
+
+    def abort(self) -> None:
+        if self.txn is not None:
+            self.txn.abort()
+            self.txn = None
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class LMDB(DB):
+    db_type = "lmdb"
+
+    def __init__(self, path: str | os.PathLike, mode: str) -> None:
+        super().__init__(path, mode)
+        self.lmdb = _lmdb()
+        self._cursors: list[LMDBCursor] = []
+        self._empty_first = mode == "new"
+        if mode == "read":
+            if not os.path.isdir(self.path):
+                what = "no such lmdb directory" if not os.path.exists(self.path) else (
+                    "not a directory (an lmdb DB is a directory holding data.mdb)"
+                )  # fmt: skip
+                raise ModelLoadError(f"{self.path}: {what}")
+            if not os.path.exists(os.path.join(self.path, "data.mdb")):
+                raise ModelLoadError(f"{self.path}: no data.mdb in it; this is not an lmdb DB")
+        try:
+            if mode == "read":
+                self.env = self.lmdb.open(
+                    self.path, readonly=True, lock=False, create=False, max_readers=126
+                )
+            else:
+                os.makedirs(self.path, exist_ok=True)
+                self.env = self.lmdb.open(self.path, map_size=MAP_SIZE, subdir=True)
+        except self.lmdb.Error as e:
+            raise ModelLoadError(f"{self.path}: cannot open this lmdb DB: {e}") from e
+
+    def new_cursor(self) -> LMDBCursor:
+        self._check_open()
+        return LMDBCursor(self)
+
+    def new_transaction(self) -> LMDBTransaction:
+        self._check_writable()
+        return LMDBTransaction(self)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        for cursor in self._cursors:
+            cursor.close()
+        self.env.close()
+        super().close()
