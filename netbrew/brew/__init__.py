@@ -14,6 +14,7 @@ from netbrew.brew import optimizer
 from netbrew.brew.arg_scope import arg_scope
 from netbrew.brew.arrays import concat, flatten, reshape, sum, transpose
 from netbrew.brew.conv import conv, conv_transpose
+from netbrew.brew.db_input import db_input
 from netbrew.brew.dropout import dropout
 from netbrew.brew.fc import fc
 from netbrew.brew.initializers import (
@@ -46,6 +47,7 @@ __all__ = [
     "concat",
     "conv",
     "conv_transpose",
+    "db_input",
     "dropout",
     "fc",
     "flatten",

@@ -34,6 +34,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     conv_winograd,
     cuda,
     cumulative,
+    db_input,
     deform_conv,
     deform_conv_grad,
     device_copy,

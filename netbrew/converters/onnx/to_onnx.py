@@ -110,6 +110,8 @@ for _op, _why in {
     "Adam": "a parameter update",
     "Save": "file I/O",
     "Load": "file I/O",
+    "CreateDB": "training data input (a DB reader)",
+    "TensorProtosDBInput": "training data input (batches read from a DB)",
     "Accuracy": "a training metric",
     "SoftmaxWithLoss": "a training loss (export the Softmax branch instead)",
     "Allreduce": "a data-parallel training collective",
