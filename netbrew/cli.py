@@ -284,8 +284,9 @@ def cmd_demo(ns: argparse.Namespace) -> int:
         from netbrew.distributed.launch import launch
 
         args = ["-m", "netbrew.cli", "demo", "--workers", str(ns.workers), "-o", ns.output]
-        return launch(ns.workers, [*args, "--device", ns.device])
-    return demo_main(ns.output, device=ns.device)
+        db = ["--db", ns.db] if ns.db else []
+        return launch(ns.workers, [*args, "--device", ns.device, *db])
+    return demo_main(ns.output, device=ns.device, db=ns.db)
 
 
 def cmd_launch(ns: argparse.Namespace) -> int:
@@ -310,6 +311,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=1, help="train data-parallel over N MPI ranks (default 1)"
     )
     demo.add_argument("--device", default="cpu", help=_DEVICE)
+    demo.add_argument(
+        "--db",
+        choices=["minidb", "lmdb"],
+        default=None,
+        help="first write the training images to a DB of this type in the output folder, "
+        "then train from it (brew.db_input, read ahead on a background thread)",
+    )
     demo.set_defaults(func=cmd_demo)
     launch = sub.add_parser("launch", help="run a Python script on N ranks under mpiexec")
     launch.add_argument("-n", type=int, default=2, help="how many ranks (default 2)")

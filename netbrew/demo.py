@@ -30,9 +30,15 @@ def lenet(model: ModelHelper, data: str = "data") -> str:
     return brew.fc(model, fc3, "fc4", 64, 10)
 
 
-def training_model(learning_rate: float = 0.05) -> ModelHelper:
-    """LeNet with softmax, cross-entropy loss, accuracy, gradients and SGD with momentum."""
+def training_model(
+    learning_rate: float = 0.05, db: str | None = None, db_type: str = "minidb", batch: int = 64
+) -> ModelHelper:
+    """LeNet with softmax, cross-entropy loss, accuracy, gradients and SGD with momentum.
+    With `db`, the net reads its "data" and "label" batches from that DB (brew.db_input,
+    this rank's shard under netbrew.distributed); else they are fed."""
     model = ModelHelper(name="lenet", seed=0)
+    if db is not None:
+        brew.db_input(model, ["data", "label"], batch, db, db_type, shard_by_rank=True)
     softmax = brew.softmax(model, lenet(model), "softmax")
     xent = model.net.LabelCrossEntropy([softmax, "label"], "xent")
     loss = model.net.AveragedLoss(xent, "loss")
@@ -81,12 +87,41 @@ class _Silent:
         pass
 
 
+def train_from_db(model: ModelHelper, ws: Workspace, steps: int, progress: bool = True):
+    """Runs the training net `steps` times; its TensorProtosDBInput op reads each batch."""
+    bar = Progress(steps, "training", stream=None if progress else _Silent())
+    for step in range(1, steps + 1):
+        ws.run_net(model.net.name)
+        bar.update(step, loss=float(ws.fetch_blob("loss")))
+    bar.close()
+
+
+DB_TYPES = ("minidb", "lmdb")
+
+
+def write_train_db(path: str, db_type: str, x, y) -> int:
+    """Writes the training split to a new DB at `path` (a minidb file or an lmdb directory),
+    one TensorProtos record (image, label) per example, as Caffe2's make_mnist_db did."""
+    from netbrew.db import write_tensor_protos
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return write_tensor_protos(path, x, y, db_type=db_type)
+
+
 def main(
-    output: str = "netbrew_demo", epochs: int = 12, batch: int = 64, device: str = "cpu"
+    output: str = "netbrew_demo",
+    epochs: int = 12,
+    batch: int = 64,
+    device: str = "cpu",
+    db: str | None = None,
 ) -> int:
     """The demo; under `netbrew demo --workers N` each of the N ranks trains on its shard
     with batch // N images a step, the gradients averaged by Allreduce, and rank 0 reports.
-    device="cuda" trains on the GPU (the model's ops placed there, the batches copied)."""
+    device="cuda" trains on the GPU (the model's ops placed there, the batches copied).
+    db="minidb" or "lmdb" first writes the training split to a DB of that type in
+    `output` and trains from it (brew.db_input, read ahead on a background thread)."""
+    if db is not None and db not in DB_TYPES:
+        raise ValueError(f"demo: db {db!r} is not one of {', '.join(DB_TYPES)}")
     from netbrew import distributed
 
     if device != "cpu":
@@ -99,7 +134,14 @@ def main(
     say = print if world.rank == 0 else (lambda *args: None)
     x_train, y_train, x_test, y_test = split()
     say(f"UCI digits: {len(y_train)} training and {len(y_test)} held-out 8x8 images")
-    model = training_model()
+    db_path = None
+    if db is not None:
+        db_path = str(Path(output) / f"train_{db}")
+        if world.rank == 0:
+            write_train_db(db_path, db, x_train, y_train)
+            say(f"wrote the training split to {db} {Path(db_path).resolve()}")
+        distributed.barrier()
+    model = training_model(db=db_path, db_type=db or "minidb", batch=batch // world.size)
     if device != "cpu":
         model.run_all_on(device)
         say(f"training on {device}")
@@ -112,10 +154,15 @@ def main(
         batch //= world.size
     ws = Workspace()
     ws.run_net_once(model.param_init_net)
-    ws.feed_blob("data", x_train[:batch])
-    ws.feed_blob("label", y_train[:batch])
-    ws.create_net(model.net)
-    train(model, ws, x_train, y_train, epochs, batch, progress=world.rank == 0)
+    if db_path is not None:  # the reader wraps around: every rank runs the same steps
+        ws.create_net(model.net)
+        train_from_db(model, ws, epochs * (len(y_train) // batch), progress=world.rank == 0)
+        ws.fetch_blob(f"dbreader_{db_path}").item().close()  # stops the prefetch thread
+    else:
+        ws.feed_blob("data", x_train[:batch])
+        ws.feed_blob("label", y_train[:batch])
+        ws.create_net(model.net)
+        train(model, ws, x_train, y_train, epochs, batch, progress=world.rank == 0)
 
     ws.create_net(inference_net(model.net, ["data"], ["softmax"], name="lenet_eval"))
     ws.feed_blob("data", x_test)
