@@ -1,0 +1,1 @@
+"""caffe2.python.predictor on netbrew: predictor_exporter and predictor_py_utils."""
