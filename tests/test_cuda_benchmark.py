@@ -11,16 +11,8 @@ from netbrew import cuda
 
 
 @pytest.fixture(scope="module")
-def bench():
-    """benchmarks/cuda.py, loaded by path: `import cuda` may find another package's cuda."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "cuda.py"
-    spec = importlib.util.spec_from_file_location("netbrew_cuda_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(benchmark_module):
+    return benchmark_module("cuda")
 
 
 @pytest.mark.skipif(cuda.is_available(), reason="a GPU is here: the benchmark would run")

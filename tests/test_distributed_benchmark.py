@@ -8,16 +8,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def bench(benchmark_module):
-    """benchmarks/distributed.py, loaded by path: `import distributed` would find the
-    tests/distributed folder first."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "distributed.py"
-    spec = importlib.util.spec_from_file_location("netbrew_distributed_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("distributed")
 
 
 ARGS = argparse.Namespace(steps=3, batch=8, reps=2)
