@@ -50,12 +50,8 @@ __device__ void nbr_softmax_loss_rows(const T* x, const L* label, const T* targe
   typedef typename NbrAcc<T>::type A;
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const T* row = x + r * d;
-    A m = nbr_lowest(A());
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) m = NbrMax()(m, nbr_val(row[j]));
-    m = nbr_block_reduce(m, NbrMax(), nbr_lowest(A()));
-    A s = 0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += nbr_exp(nbr_val(row[j]) - m);
-    s = nbr_block_sum(s);
+    A m, s;
+    nbr_block_max_sumexp(row, d, 1, &m, &s);
     const A ls = nbr_log(s);
     A loss = 0;
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
@@ -118,12 +114,8 @@ __device__ void nbr_softmax_loss_grad(const T* x, const L* label, const T* targe
   typedef typename NbrAcc<T>::type A;
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const T* row = x + r * d;
-    A m = nbr_lowest(A());
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) m = NbrMax()(m, nbr_val(row[j]));
-    m = nbr_block_reduce(m, NbrMax(), nbr_lowest(A()));
-    A s = 0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) s += nbr_exp(nbr_val(row[j]) - m);
-    s = nbr_block_sum(s);
+    A m, s;
+    nbr_block_max_sumexp(row, d, 1, &m, &s);
     const A ls = nbr_log(s);
     A dot = 0;
     if (dsm) {

@@ -220,6 +220,25 @@ __device__ NbrArg<A> nbr_block_arg_reduce(NbrArg<A> v, int last) {
   return result;
 }
 
+// The block-wide max m of a row of n elements `stride` apart, and the sum s of
+// exp(x - m) over it: the start of every log-sum-exp (softmax, its losses). Every thread of
+// the block calls it and gets both.
+template <typename T>
+__device__ void nbr_block_max_sumexp(const T* row, int64_t n, int64_t stride,
+                                     typename NbrAcc<T>::type* max_out,
+                                     typename NbrAcc<T>::type* sum_out) {
+  typedef typename NbrAcc<T>::type A;
+  A m = nbr_lowest(A());
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+    m = NbrMax()(m, nbr_val(row[k * stride]));
+  }
+  m = nbr_block_reduce(m, NbrMax(), nbr_lowest(A()));
+  A s = 0;
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s += nbr_exp(nbr_val(row[k * stride]) - m);
+  *max_out = m;
+  *sum_out = nbr_block_sum(s);
+}
+
 // -- strided views ---------------------------------------------------------------------------
 // A reduction's metadata (int64, 4 * NB_MAX_RANK): kept shape, kept strides, reduced shape,
 // reduced strides, strides in elements of the input. Output o (row-major over the kept dims)

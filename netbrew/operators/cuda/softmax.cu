@@ -17,16 +17,8 @@ __device__ void nbr_softmax_block(const T* x, T* y, int64_t rows, int64_t n, int
   typedef typename NbrAcc<T>::type A;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t base = nbr_row_base(r, n, inner);
-    A m = nbr_lowest(A());
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
-      m = NbrMax()(m, nbr_val(x[base + k * inner]));
-    }
-    m = nbr_block_reduce(m, NbrMax(), nbr_lowest(A()));
-    A s = 0;
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
-      s += nbr_exp(nbr_val(x[base + k * inner]) - m);
-    }
-    s = nbr_block_sum(s);
+    A m, s;
+    nbr_block_max_sumexp(x + base, n, inner, &m, &s);
     const A ls = nbr_log(s);
     for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
       const A d = nbr_val(x[base + k * inner]) - m;
