@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,20 @@ def serialize_tensor(name: str, array: Any, chunk_size: int = 0) -> list[tuple[s
 def save_to_db(
     blobs: Mapping[str, Any], path: str | os.PathLike, db_type: str, *, chunk_size: int = 0
 ) -> None:
-    """Writes `blobs` (name -> array) as a new DB at `path`, replacing what was there.
+    """Writes `blobs` (name -> array) as a new DB at `path`, replacing what was there
+    (write_records: atomic for a minidb)."""
+    records = (
+        record
+        for name, array in blobs.items()
+        for record in serialize_tensor(name, array, chunk_size)
+    )
+    write_records(path, db_type, records)
+
+
+def write_records(
+    path: str | os.PathLike, db_type: str, records: Iterable[tuple[str, bytes]]
+) -> None:
+    """Writes `records` (key, value) in order as a new DB at `path`, replacing what was there.
 
     A minidb is written beside `path` and renamed into place, so a crash never leaves a
     half-written file; an lmdb DB is emptied and filled in one transaction.
@@ -96,9 +109,8 @@ def save_to_db(
         os.close(fd)
     try:
         with create_db(db_type, target, "new") as db, db.new_transaction() as txn:
-            for name, array in blobs.items():
-                for key, value in serialize_tensor(name, array, chunk_size):
-                    txn.put(key, value)
+            for key, value in records:
+                txn.put(key, value)
         if target != path:
             os.replace(target, path)
     finally:

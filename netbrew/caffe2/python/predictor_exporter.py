@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import collections
 import os
-import tempfile
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,6 +40,7 @@ from netbrew.caffe2.python.predictor_constants import predictor_constants as pc
 from netbrew.converters.caffe2.op_by_op import translate_op
 from netbrew.converters.caffe2.translate import CANONICAL_MARK, is_canonical
 from netbrew.db import create_db
+from netbrew.db.blobs import write_records
 from netbrew.errors import ModelLoadError
 from netbrew.netdef.args import set_args
 from netbrew.netdef.scope import current_device
@@ -276,22 +276,7 @@ def _write_with_meta_first(path: str, db_type: str, meta_record: bytes) -> None:
     Caffe2's Save wrote it (its input list began with the MetaNetDef blob)."""
     with create_db(db_type, path, "read") as db:
         records = [(k, v) for k, v in db.new_cursor() if k != pc.META_NET_DEF]
-    target = path
-    if db_type == "minidb":  # written beside it and renamed into place
-        fd, target = tempfile.mkstemp(
-            prefix=f".{os.path.basename(path)}.", dir=os.path.dirname(os.path.abspath(path))
-        )
-        os.close(fd)
-    try:
-        with create_db(db_type, target, "new") as db, db.new_transaction() as txn:
-            txn.put(pc.META_NET_DEF, meta_record)
-            for key, value in records:
-                txn.put(key, value)
-        if target != path:
-            os.replace(target, path)
-    finally:
-        if target != path and os.path.exists(target):
-            os.unlink(target)
+    write_records(path, db_type, [(pc.META_NET_DEF, meta_record), *records])
 
 
 def save_to_db(
