@@ -9,6 +9,7 @@ sequences (lists of arrays) element by element, as autodiff sums sequence gradie
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -48,20 +49,21 @@ def _fold(ufunc: np.ufunc, arrays: tuple[np.ndarray, ...]) -> np.ndarray:
 @kernel("Sum")
 def sum_cpu(*arrays: np.ndarray | list) -> tuple[np.ndarray | list]:
     if any(isinstance(a, list) for a in arrays):
-        return (_sum_sequences(arrays),)
+        return (sum_sequences(arrays, sum_cpu),)
     return (_fold(np.add, arrays),)
 
 
-def _sum_sequences(values: tuple) -> list:
-    """Sequences (lists of arrays) summed element by element: autodiff sums the partial
-    gradients of a sequence blob with Sum, and a sequence's gradient is a list."""
+def sum_sequences(values: tuple, add: Callable[..., tuple]) -> list:
+    """Sequences (lists of arrays) summed element by element with the Sum kernel `add`
+    (the CPU's or a device's): autodiff sums the partial gradients of a sequence blob with
+    Sum, and a sequence's gradient is a list."""
     if not all(isinstance(v, list) for v in values):
         kinds = ", ".join("sequence" if isinstance(v, list) else "tensor" for v in values)
         raise SchemaError(f"Sum: inputs mix sequences and tensors ({kinds})")
     lengths = [len(v) for v in values]
     if len(set(lengths)) > 1:
         raise ShapeError(f"Sum: sequence inputs differ in length: {lengths}")
-    return [sum_cpu(*items)[0] for items in zip(*values)]
+    return [add(*items)[0] for items in zip(*values)]
 
 
 @kernel("Mean")

@@ -32,6 +32,7 @@ from netbrew.operators.cuda.elementwise import (
 )
 from netbrew.operators.cuda.launch import MAX_RANK, empty, suffix
 from netbrew.operators.schema import kernel as register
+from netbrew.operators.variadic import sum_sequences
 
 FAMILY = "elementwise_binary"
 ALL = NUMERIC + ("b8",)
@@ -114,19 +115,8 @@ def _fold(op: str, name: str, arrays: Sequence[Any], allowed: Sequence[str]):
 @register("Sum", device="cuda")
 def sum_cuda(*arrays):
     if any(isinstance(a, list) for a in arrays):
-        return (_sum_sequences(arrays),)
+        return (sum_sequences(arrays, sum_cuda),)
     return (_fold("Sum", "add", arrays, FLOAT),)
-
-
-def _sum_sequences(values: tuple) -> list:
-    """Sequences summed element by element (autodiff sums sequence gradients with Sum)."""
-    if not all(isinstance(v, list) for v in values):
-        kinds = ", ".join("sequence" if isinstance(v, list) else "tensor" for v in values)
-        raise SchemaError(f"Sum: inputs mix sequences and tensors ({kinds})")
-    lengths = [len(v) for v in values]
-    if len(set(lengths)) > 1:
-        raise ShapeError(f"Sum: sequence inputs differ in length: {lengths}")
-    return [sum_cuda(*items)[0] for items in zip(*values)]
 
 
 def divide(x, count: int):
