@@ -21,12 +21,18 @@ def rand(*shape: int, dtype: Any = np.float32, seed: int = 0, low: float = -1.0,
 
 
 def run_op(
-    op_type: str, inputs: Sequence[Any], *, outputs: int | Sequence[str] = 1, **attrs: Any
+    op_type: str,
+    inputs: Sequence[Any],
+    *,
+    outputs: int | Sequence[str] = 1,
+    device: str | None = None,
+    **attrs: Any,
 ) -> list[np.ndarray]:
     """Runs one op in a fresh Workspace. None in `inputs` is an omitted optional input.
+    With `device` ("cuda:0"), the inputs are fed there and the op runs there.
 
     Returns:
-        The fetched outputs, in order.
+        The fetched outputs, in order (copied back to NumPy).
     """
     ws = Workspace()
     in_names = []
@@ -34,10 +40,10 @@ def run_op(
         if value is None:
             in_names.append("")
         else:
-            ws.feed_blob(f"in{i}", value)
+            ws.feed_blob(f"in{i}", value, device=device)
             in_names.append(f"in{i}")
     out_names = [f"out{i}" for i in range(outputs)] if isinstance(outputs, int) else list(outputs)
-    ws.run_operator_once(op_def(op_type, in_names, out_names, **attrs))
+    ws.run_operator_once(op_def(op_type, in_names, out_names, device=device, **attrs))
     return [ws.fetch_blob(n) for n in out_names if n]
 
 
@@ -167,15 +173,7 @@ def check_device(
     outputs: shapes and dtypes equal, values within the tolerances. The NumPy kernel is
     every CUDA kernel's oracle. Returns the device's outputs, copied back."""
     expected = run_op(op_type, inputs, outputs=outputs, **attrs)
-    ws = Workspace()
-    in_names = []
-    for i, value in enumerate(inputs):
-        in_names.append("" if value is None else f"in{i}")
-        if value is not None:
-            ws.feed_blob(f"in{i}", value, device=device)
-    out_names = [f"out{i}" for i in range(outputs)]
-    ws.run_operator_once(op_def(op_type, in_names, out_names, device=device, **attrs))
-    got = [ws.fetch_blob(n) for n in out_names]
+    got = run_op(op_type, inputs, outputs=outputs, device=device, **attrs)
     for i, (g, e) in enumerate(zip(got, expected)):
         where = f"{op_type} output {i} on {device}"
         assert g.shape == e.shape, f"{where}: shape {g.shape}, expected {e.shape}"

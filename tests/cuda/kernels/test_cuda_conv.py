@@ -102,11 +102,7 @@ def test_conv_relu():
 
 def run_gpu(op_type, inputs, **attrs):
     """Runs the op on cuda:0 only (for its errors)."""
-    ws = Workspace()
-    for i, value in enumerate(inputs):
-        ws.feed_blob(f"in{i}", value, device="cuda:0")
-    names = [f"in{i}" for i in range(len(inputs))]
-    ws.run_operator_once(op_def(op_type, names, ["out"], device="cuda:0", **attrs))
+    run_op(op_type, inputs, device="cuda:0", **attrs)
 
 
 def test_conv_errors():

@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 
 from netbrew.errors import OperatorError
-from netbrew.executor import Workspace
-from netbrew.netdef import op_def
 from netbrew.testing import check_device, rand, run_op
 
 F16 = {"atol": 2e-3, "rtol": 2e-3}
@@ -73,11 +71,7 @@ def test_max_pool_float16_and_nan():
 
 def run_gpu(op_type, inputs, **attrs):
     """Runs the op on cuda:0 only (for its errors)."""
-    ws = Workspace()
-    for i, value in enumerate(inputs):
-        ws.feed_blob(f"in{i}", value, device="cuda:0")
-    names = [f"in{i}" for i in range(len(inputs))]
-    ws.run_operator_once(op_def(op_type, names, ["out"], device="cuda:0", **attrs))
+    run_op(op_type, inputs, device="cuda:0", **attrs)
 
 
 def test_max_pool_errors():
