@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
+from netbrew.operators.cuda.elementwise_binary import sum_to_shape
 from netbrew.operators.cuda.launch import broadcast_meta, empty, grid, suffix
 from netbrew.operators.cuda.reduce import (
     FLOATS,
@@ -80,23 +81,6 @@ def _row_param(shape, x_shape, axis: int) -> int:
     [axis, rank) (so its offset is the position in the row), else 0."""
     padded = (1,) * (len(x_shape) - len(shape)) + tuple(shape)
     return int(all(d == 1 for d in padded[:axis]) and padded[axis:] == tuple(x_shape[axis:]))
-
-
-def _sum_to(op: str, a, shape):
-    """sum_reduce_like.sum_to_shape on the device: a summed down to `shape`."""
-    shape = tuple(shape)
-    if tuple(a.shape) == shape:
-        return a
-    lead = len(a.shape) - len(shape)
-    if lead < 0:
-        raise ShapeError(f"cannot sum shape {list(a.shape)} down to longer {list(shape)}")
-    for i, d in enumerate(shape):
-        if d not in (1, a.shape[lead + i]):
-            raise ShapeError(f"shape {list(shape)} does not broadcast to {list(a.shape)}")
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and a.shape[lead + i] != 1
-    )
-    return reduce_values(a, axes, "sum", 1, op) if axes else a
 
 
 # -- LayerNormalization ------------------------------------------------------------------------
@@ -185,7 +169,9 @@ def layer_normalization_gradient_cuda(
         )  # fmt: skip
     d_scale = None
     if output_mask[1]:
-        d_scale = cast(_sum_to(op, dy_xhat, scale.shape), scale.dtype, op, scale.shape)
+        d_scale = cast(
+            sum_to_shape(dy_xhat, scale.shape, fresh=False), scale.dtype, op, scale.shape
+        )
     return dx, d_scale
 
 
