@@ -1,0 +1,109 @@
+"""Compiled CPU kernels through numba, with the NumPy kernel kept beside each (DESIGN §8).
+
+A numba kernel is a plain loop, written once and compiled on its first call:
+
+    from netbrew import jit
+
+    @jit.kernel
+    def _relu_rows(x, out):
+        for i in jit.prange(x.shape[0]):      # parallel over the cores, without the GIL
+            for j in range(x.shape[1]):
+                out[i, j] = max(x[i, j], 0.0)
+
+    def relu_cpu(x):
+        if jit.enabled():
+            out = np.empty_like(x); _relu_rows(x, out); return out
+        return np.maximum(x, 0)              # the fallback, and the oracle in tests
+
+Kernels compile with `cache=True`, so the cost is paid once per install: later processes
+load the machine code from numba's cache (`__pycache__` beside the module, or
+NUMBA_CACHE_DIR). `compile_seconds()` says how long this process has spent compiling or
+loading, which `netbrew bench` reports apart from run time.
+
+The NumPy kernels run instead when numba is not installed, when NETBREW_JIT=0 is set before
+netbrew is imported, or inside `with jit.disabled():`, which tests use to compare the two.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+try:
+    import numba
+except ImportError:  # numba is a core dependency, but a broken install must not stop netbrew
+    numba = None
+
+_ENABLED = numba is not None and os.environ.get("NETBREW_JIT", "1") != "0"
+_local = threading.local()
+_compile_seconds = 0.0
+_compile_lock = threading.Lock()
+
+prange = numba.prange if numba is not None else range
+"""`range` whose iterations a `parallel` kernel spreads over the cores."""
+
+
+def available() -> bool:
+    """Whether numba can be imported at all."""
+    return numba is not None
+
+
+def enabled() -> bool:
+    """Whether ops should call their numba kernels now: numba is installed, NETBREW_JIT is
+    not 0, and the calling thread is not inside `disabled()`."""
+    return _ENABLED and not getattr(_local, "off", False)
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Run the NumPy kernels on this thread inside the block (for tests and measurements)."""
+    before = getattr(_local, "off", False)
+    _local.off = True
+    try:
+        yield
+    finally:
+        _local.off = before
+
+
+def compile_seconds() -> float:
+    """Seconds this process has spent compiling numba kernels or loading them from cache."""
+    return _compile_seconds
+
+
+class Kernel:
+    """A numba dispatcher that counts the time of calls that compile a new signature."""
+
+    def __init__(self, fn: Callable, **options: Any) -> None:
+        self.py_func = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self._dispatcher = numba.njit(cache=True, nogil=True, **options)(fn) if numba else None
+
+    def __call__(self, *args: Any) -> Any:
+        dispatcher = self._dispatcher
+        if dispatcher is None:
+            raise RuntimeError(f"numba kernel {self.__name__} called without numba installed")
+        known = len(dispatcher.signatures)
+        start = time.perf_counter()
+        result = dispatcher(*args)
+        if len(dispatcher.signatures) != known:  # this call compiled (or loaded) a signature
+            global _compile_seconds
+            with _compile_lock:
+                _compile_seconds += time.perf_counter() - start
+        return result
+
+
+def kernel(fn: Callable | None = None, *, parallel: bool = True, fastmath: bool = False):
+    """Decorate a plain-loop function as a numba kernel (`@jit.kernel` or
+    `@jit.kernel(parallel=False)`). `parallel` lets `jit.prange` loops run on all cores;
+    `fastmath` allows reassociating float sums (leave it off where the NumPy kernel is an
+    exact oracle)."""
+
+    def wrap(f: Callable) -> Kernel:
+        return Kernel(f, parallel=parallel, fastmath=fastmath)
+
+    return wrap(fn) if fn is not None else wrap
