@@ -278,11 +278,28 @@ def format_op(op: OperatorDef) -> str:
     return line
 
 
-def format_net(net: NetDef) -> str:
-    """The whole net: a header line with its inputs and outputs, then one op per line."""
-    head = f"net {net.name or '<unnamed>'}({', '.join(net.external_input)})"
+def format_net(net: NetDef, indent: str = "") -> str:
+    """The whole net: a header line with its inputs and outputs, then one op per line. The
+    subnets of an op (If's branches, Loop's and Scan's bodies) follow it, each indented one
+    step further beneath its argument's name:
+
+        net main(x, n) -> (y)
+          y = Loop(n, <none>, x, body=<net body: 2 ops>)
+            body:
+              net body(i, cond, h) -> (cond_out, h_out)
+                ...
+    """
+    head = f"{indent}net {net.name or '<unnamed>'}({', '.join(net.external_input)})"
     head += f" -> ({', '.join(net.external_output)})"
-    return "\n".join([head, *("  " + format_op(op) for op in net.op)])
+    lines = [head]
+    for op in net.op:
+        lines.append(f"{indent}  {format_op(op)}")
+        for arg in op.arg:
+            subnets = [arg.n] if arg.HasField("n") else list(arg.nets)
+            for sub in subnets:
+                lines.append(f"{indent}    {arg.name}:")
+                lines.append(format_net(sub, indent + "      "))
+    return "\n".join(lines)
 
 
 def _blob(name: str) -> str:

@@ -155,3 +155,33 @@ def test_caffe2_method_names_on_a_native_net_point_to_netbrews():
     with pytest.raises(AttributeError, match="did you mean add_gradient_operators"):
         net.AddGradientOperators(["loss"])
     assert not hasattr(net, "Name")
+
+
+def test_str_indents_subnets_beneath_their_op():
+    from netbrew.netdef import op_def
+    from netbrew.proto.netbrew_pb2 import NetDef
+
+    then = NetDef(name="then", external_output=["t"])
+    then.op.extend([op_def("Relu", ["x"], ["t"])])
+    orelse = NetDef(name="else", external_output=["e"])
+    orelse.op.extend([op_def("Neg", ["x"], ["e"])])
+    body = NetDef(name="body", external_input=["i", "c", "h"], external_output=["c2", "h2"])
+    body.op.extend([op_def("Identity", ["c"], ["c2"])])
+    body.op.extend([op_def("If", ["c"], ["h2"], then_branch=then, else_branch=orelse)])
+    net = Net("main")
+    net.proto().external_input.extend(["x", "n"])
+    net.proto().op.extend([op_def("Loop", ["n", "", "x"], ["y"], body=body)])
+    assert str(net).splitlines() == [
+        "net main(x, n) -> ()",
+        "  y = Loop(n, <none>, x, body=<net body: 2 ops>)",
+        "    body:",
+        "      net body(i, c, h) -> (c2, h2)",
+        "        c2 = Identity(c)",
+        "        h2 = If(c, then_branch=<net then: 1 ops>, else_branch=<net else: 1 ops>)",
+        "          then_branch:",
+        "            net then() -> (t)",
+        "              t = Relu(x)",
+        "          else_branch:",
+        "            net else() -> (e)",
+        "              e = Neg(x)",
+    ]
