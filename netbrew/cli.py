@@ -19,12 +19,19 @@ from netbrew.proto.netbrew_pb2 import NetDef
 def resolve_model(
     model: str, init: str | None = None, strict: bool = False
 ) -> tuple[NetDef | None, NetDef]:
-    """(init_net, predict_net) from a model folder or a predict_net file plus --init.
+    """(init_net, predict_net) from a model folder, a predict_net file plus --init, or an
+    .onnx file (through import_model, the net the ONNX backend and Predictor run).
 
     strict: refuse a Caffe2 file whose ops ask for a GPU instead of running them on CPU."""
     from netbrew.netdef import load_net
 
     path = Path(model)
+    if path.suffix.lower() == ".onnx":
+        from netbrew.converters import onnx as nb_onnx
+
+        if init:
+            raise NetbrewError(f"{model}: an .onnx file carries its weights; drop --init {init}")
+        return nb_onnx.import_model(path)
     if path.is_dir():
         predict = _first(path, ("predict_net.pb", "predict_net.pbtxt"))
         found_init = _first(path, ("init_net.pb", "init_net.pbtxt"), required=False)
@@ -89,12 +96,7 @@ def cmd_draw(ns: argparse.Namespace) -> int:
         _graphviz()
     except ImportError as e:
         raise NetbrewError(str(e)) from None
-    if Path(ns.model).suffix.lower() == ".onnx":
-        from netbrew.converters import onnx as nb_onnx
-
-        init_net, net = nb_onnx.import_model(Path(ns.model))
-    else:
-        init_net, net = resolve_model(ns.model, ns.init)
+    init_net, net = resolve_model(ns.model, ns.init)
     workspace = None
     if ns.input and not ns.no_shapes:  # shapes from a run on random inputs
         from netbrew.executor import Workspace

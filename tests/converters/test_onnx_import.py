@@ -255,7 +255,7 @@ def test_import_with_inferred_shapes(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["squeezenet", "shufflenet", "resnet50"])
-def test_every_entry_point_gets_the_same_net(name):
+def test_every_entry_point_gets_the_same_net(name, tmp_path):
     """The light models build weights in the graph (ConstantOfShape...); import_model moves
     that work into the init net, so Predictor runs the net the backend runs."""
     from pathlib import Path
@@ -264,11 +264,20 @@ def test_every_entry_point_gets_the_same_net(name):
     from netbrew.converters.onnx import backend
 
     path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
+    from netbrew.cli import main, resolve_model
+
     init, predict = import_model(path)
     assert not any(op.type == "ConstantOfShape" for op in predict.op)
     ours = [op.type for op in nb.Predictor(init, predict).predict_net.op]
     theirs = [c.op.type for c in backend.prepare(onnx.load(path)).runtime.ops]
     assert ours == theirs
+    # `netbrew run model.onnx`, and `netbrew convert` to a folder followed by a run
+    ran = [op.type for op in nb.Predictor(*resolve_model(str(path))).predict_net.op]
+    assert ran == theirs
+    folder = tmp_path / "converted"
+    assert main(["convert", str(path), "-o", str(folder)]) == 0
+    converted = [op.type for op in nb.Predictor(*resolve_model(str(folder))).predict_net.op]
+    assert converted == theirs
 
 
 def test_initializers_that_a_model_may_override_stay_inputs():
