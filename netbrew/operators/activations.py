@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
+from netbrew.operators import erf_jit
 from netbrew.operators.schema import kernel, schema
 from netbrew.operators.zeros import relu
 
@@ -181,7 +182,8 @@ def hard_sigmoid_cpu(x: np.ndarray, alpha: float, beta: float) -> tuple[np.ndarr
 )
 def gelu_cpu(x: np.ndarray, approximate: str) -> tuple[np.ndarray]:
     if approximate == "none":
-        return ((x * normal_cdf(x)).astype(x.dtype, copy=False),)
+        fast = erf_jit.gelu(x)  # numba for float32 and float64, see erf_jit
+        return ((x * normal_cdf(x)).astype(x.dtype, copy=False) if fast is None else fast,)
     if approximate == "tanh":
         with np.errstate(over="ignore"):  # X^3 overflows to inf, and tanh(inf) = 1 is right
             inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
