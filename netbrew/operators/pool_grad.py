@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from netbrew.netdef.net import op_def
+from netbrew.operators import pool_jit
 from netbrew.operators.conv import check_grad_shape
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.pool import (
@@ -123,6 +124,13 @@ def max_pool_gradient_cpu(
     kernel order, like the forward's Indices). `attrs`: auto_pad, dilations, pads, strides."""
     win = _checked_window(x, dy, kernel_shape, ceil_mode, attrs, "MaxPool")
     check_grad_shape(y, dy.shape, "dY", slot="Y")
+    planes = pool_jit.plane_window(x, win)
+    if planes is not None and y.dtype == x.dtype and not _tiles(win, x.shape[2:]):
+        xp, dims = planes
+        dx = np.empty(xp.shape, x.dtype)
+        yp, dyp = (a.reshape(*xp.shape[:2], *dims[-2:]) for a in (y, _like_x(x, dy)))
+        pool_jit.max_pool_grad_2d(xp, yp, dyp, *dims[:-2], dx)
+        return (dx.reshape(x.shape),)
     if _tiles(win, x.shape[2:]):
         return (_tiled_max_gradient(x, y, _like_x(x, dy), win),)
     slices = max_slices(x, win)
