@@ -27,6 +27,7 @@ import numpy as np
 from google.protobuf import message as pb_message
 
 from netbrew.db import create_db
+from netbrew.db.records import RecordLayout
 from netbrew.errors import ModelLoadError
 from netbrew.proto.netbrew_pb2 import TensorProtos
 
@@ -67,6 +68,7 @@ class DBReader:
         self.lock = threading.Lock()
         self.records_read = 0  # by this reader, counting repeats
         self.passes = 0  # how many times it wrapped around
+        self._layout: RecordLayout | None = None  # of the last batch's first record
         self._prefetchers: dict[tuple[int, int], _Prefetcher] = {}
         self.closed = False
         try:
@@ -109,13 +111,16 @@ class DBReader:
 
     def read_tensors(self) -> tuple[str, list[np.ndarray]]:
         """The next record's key and tensors (one array per TensorProto)."""
+        key, value = self.read()
+        return key, self._parse(key, value)
+
+    def _parse(self, key: str, value: bytes) -> list[np.ndarray]:
         from netbrew.netdef.tensor import to_array
 
-        key, value = self.read()
         record = TensorProtos()
         try:
             record.ParseFromString(value)
-            return key, [to_array(p) for p in record.protos]
+            return [to_array(p) for p in record.protos]
         except (pb_message.DecodeError, RuntimeError, ValueError, ModelLoadError) as e:
             raise ModelLoadError(
                 f"{self.path}: record {key!r} is not a valid TensorProtos ({len(value)} bytes): {e}"
@@ -123,28 +128,59 @@ class DBReader:
 
     def read_batch(self, batch_size: int, num_outputs: int) -> list[np.ndarray]:
         """`num_outputs` arrays: tensor j of the next batch_size records stacked along a new
-        axis 0 (batch_size 0: tensor j of the next record itself, as Caffe2)."""
-        count = max(int(batch_size), 1)
-        columns: list[list[np.ndarray]] = [[] for _ in range(num_outputs)]
-        for _ in range(count):
-            key, tensors = self.read_tensors()
-            if len(tensors) != num_outputs:
-                raise ModelLoadError(
-                    f"{self.path}: record {key!r} holds {len(tensors)} tensor(s) and the op "
-                    f"has {num_outputs} output(s); give one output per tensor of a record"
-                )
+        axis 0 (batch_size 0: tensor j of the next record itself, as Caffe2).
+
+        Records that share the first one's byte layout are decoded together
+        (netbrew.db.records: one slice of a byte matrix per tensor, no protobuf parse);
+        the others one by one."""
+        records = [self.read() for _ in range(max(int(batch_size), 1))]
+        columns = self._decode(records, num_outputs)
+        return [c[0] for c in columns] if batch_size <= 0 else columns
+
+    def _decode(self, records: list[tuple[str, bytes]], num_outputs: int) -> list[np.ndarray]:
+        values = [v for _, v in records]
+        layout = self._layout
+        if layout is not None:
+            columns, fits = layout.decode(values)
+        if layout is None or not fits[0]:  # the first record sets the batch's layout
+            layout = self._layout = RecordLayout.of(values[0])
+            if layout is None:
+                return self._decode_each(records, num_outputs)
+            columns, fits = layout.decode(values)
+        self._check_count(records[0][0], layout.num_tensors, num_outputs)
+        for i in np.flatnonzero(~fits):  # corrupt, or another layout: protobuf names it
+            key, value = records[i]
+            tensors = self._parse(key, value)
+            self._check_count(key, len(tensors), num_outputs)
             for j, t in enumerate(tensors):
-                first = columns[j][0] if columns[j] else t
-                if t.shape != first.shape or t.dtype != first.dtype:
-                    raise ModelLoadError(
-                        f"{self.path}: record {key!r}: tensor {j} is {t.dtype}{list(t.shape)}, "
-                        f"earlier records of the batch have {first.dtype}{list(first.shape)}; "
-                        "a batch stacks tensors of one shape"
-                    )
+                self._check_stacks(key, j, t, columns[j][0])
+                columns[j][i] = t
+        return columns
+
+    def _decode_each(self, records: list[tuple[str, bytes]], num_outputs: int) -> list[np.ndarray]:
+        columns: list[list[np.ndarray]] = [[] for _ in range(num_outputs)]
+        for key, value in records:
+            tensors = self._parse(key, value)
+            self._check_count(key, len(tensors), num_outputs)
+            for j, t in enumerate(tensors):
+                self._check_stacks(key, j, t, columns[j][0] if columns[j] else t)
                 columns[j].append(t)
-        if batch_size <= 0:
-            return [c[0] for c in columns]
         return [np.stack(c) for c in columns]
+
+    def _check_count(self, key: str, count: int, num_outputs: int) -> None:
+        if count != num_outputs:
+            raise ModelLoadError(
+                f"{self.path}: record {key!r} holds {count} tensor(s) and the op "
+                f"has {num_outputs} output(s); give one output per tensor of a record"
+            )
+
+    def _check_stacks(self, key: str, j: int, t: np.ndarray, first: np.ndarray) -> None:
+        if t.shape != first.shape or t.dtype != first.dtype:
+            raise ModelLoadError(
+                f"{self.path}: record {key!r}: tensor {j} is {t.dtype}{list(t.shape)}, "
+                f"earlier records of the batch have {first.dtype}{list(first.shape)}; "
+                "a batch stacks tensors of one shape"
+            )
 
     def next_batch(
         self, batch_size: int, num_outputs: int, prefetch: int = DEFAULT_PREFETCH
