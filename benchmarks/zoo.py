@@ -1,19 +1,26 @@
-"""Run ONNX's bundled light model-zoo models in netbrew, onnxruntime and ReferenceEvaluator.
+"""Run ONNX's bundled light model-zoo models, and two PyTorch-built ones, in netbrew,
+onnxruntime and ReferenceEvaluator.
 
 The light models (onnx/backend/test/data/light) carry no weights: ConstantOfShape nodes fill
 them with 0.02 at run time. As onnx's backend runner does for them, every graph input that
 is not an initializer gets dummy data from its declared shape (batch 1), here seeded random
-values. Each runtime runs each model in its own spawned subprocess (so its peak RSS, VmHWM,
-is its own) with the same thread count, on the same inputs; outputs are compared against
-onnxruntime's. Prints medians, the netbrew/ORT and ReferenceEvaluator/netbrew ratios, and
-writes benchmarks/RESULTS.md.
+values. Beside them, zoo_torch builds a MobileNetV2 and a BERT-base encoder layer in PyTorch
+and exports them with torch.onnx.export (cached; skipped, saying so, without torch).
+
+netbrew runs each model through both of its entry points, each its own runtime here:
+`Predictor(*import_model(path))` (netbrew-predictor) and the ONNX backend's
+`backend.prepare(model)` (netbrew-backend); --entry picks one. Each runtime runs each model
+in its own spawned subprocess (so its peak RSS, VmHWM, is its own) with the same thread
+count, on the same inputs; outputs are compared against onnxruntime's. Prints medians, the
+netbrew/ORT and ReferenceEvaluator/netbrew ratios, and writes benchmarks/RESULTS.md.
 
 The timed runs of netbrew and onnxruntime are taken in alternating rounds (a fresh process
 per runtime and round, each warmed up alike), so that a slow spell of a shared machine
 falls on both rather than on whichever happened to run then.
 
     python benchmarks/zoo.py [--threads 2] [--reps 30] [--rounds 3] [--skip-reference]
-        [--models resnet50 ...]
+        [--models resnet50 mobilenetv2 bert_layer ...] [--entry predictor backend]
+        [--cache ~/.cache/netbrew/zoo]
 """
 
 from __future__ import annotations
@@ -29,8 +36,11 @@ import sys
 import time
 from pathlib import Path
 
-MODELS = ("squeezenet", "shufflenet", "resnet50", "inception_v1", "densenet121", "vgg19")
-RUNTIMES = ("netbrew", "onnxruntime", "reference")
+import zoo_torch
+
+LIGHT = ("squeezenet", "shufflenet", "resnet50", "inception_v1", "densenet121", "vgg19")
+MODELS = (*LIGHT, *zoo_torch.MODELS)
+ENTRIES = ("predictor", "backend")  # netbrew's entry points, runtimes "netbrew-<entry>"
 # ReferenceEvaluator takes seconds to minutes per run on these: one timed run only.
 REFERENCE_REPS = 1
 WARMUP = 3  # untimed runs in each process before its timed ones
@@ -54,13 +64,25 @@ def parse(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument(
+        "--entry", nargs="+", default=list(ENTRIES), choices=ENTRIES,
+        help="netbrew's entry points to time: Predictor(*import_model(path)), backend.prepare",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cache", type=Path, default=zoo_torch.default_cache(),
+        help="folder of the PyTorch models' ONNX exports (default ~/.cache/netbrew/zoo)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("RESULTS.md"))
     return parser.parse_args(argv)
 
 
-def model_path(name: str) -> str:
+def model_path(name: str, cache: Path | None = None) -> str:
+    """The .onnx file of zoo model `name`; a PyTorch-built one is exported into `cache` on
+    first use."""
     import onnx
 
+    if name in zoo_torch.MODELS:
+        return str(zoo_torch.export_path(name, cache or zoo_torch.default_cache()))
     root = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     return str(root / f"light_{name}.onnx")
 
@@ -76,9 +98,21 @@ def dummy_inputs(model) -> dict:
     }
 
 
-def prepare_runtime(runtime: str, model, threads: int):
-    """A function feeds -> list of outputs, for `runtime`."""
-    if runtime == "netbrew":
+def prepare_runtime(runtime: str, model, path: str, threads: int):
+    """A function feeds -> list of outputs (in the graph's order), for `runtime`."""
+    if runtime == "netbrew-predictor":  # as a user loads a file
+        from netbrew.converters.onnx import import_model
+        from netbrew.executor import Predictor
+
+        predictor = Predictor(*import_model(path))
+        names = [o.name for o in model.graph.output]
+
+        def run(feeds):
+            outputs = predictor.run(feeds)
+            return [outputs[n] for n in names]
+
+        return run
+    if runtime == "netbrew-backend":
         from netbrew.converters.onnx import backend
 
         rep = backend.prepare(model)
@@ -110,15 +144,15 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker(runtime: str, name: str, reps: int, warmup: int, threads: int, queue) -> None:
-    """Runs in a spawned child: times `runtime` on model `name` after `warmup` untimed runs,
-    puts (times, outputs, peak RSS MiB, error) on `queue`."""
+def worker(runtime: str, path: str, reps: int, warmup: int, threads: int, queue) -> None:
+    """Runs in a spawned child: times `runtime` on the model at `path` after `warmup` untimed
+    runs, puts (times, outputs, peak RSS MiB, error) on `queue`."""
     try:
         import onnx
 
-        model = onnx.load(model_path(name))
+        model = onnx.load(path)
         feeds = dummy_inputs(model)
-        run = prepare_runtime(runtime, model, threads)
+        run = prepare_runtime(runtime, model, path, threads)
         for _ in range(max(warmup, 1)):
             outputs = run(feeds)
         times = []
@@ -131,8 +165,8 @@ def worker(runtime: str, name: str, reps: int, warmup: int, threads: int, queue)
         queue.put(([], None, peak_rss_mib(), f"{type(e).__name__}: {e}"))
 
 
-def measure(ctx, runtime: str, name: str, reps: int, warmup: int, threads: int) -> tuple:
-    return run_child(ctx, worker, (runtime, name, reps, warmup, threads), ([], None, 0.0))
+def measure(ctx, runtime: str, path: str, reps: int, warmup: int, threads: int) -> tuple:
+    return run_child(ctx, worker, (runtime, path, reps, warmup, threads), ([], None, 0.0))
 
 
 def run_child(ctx, target, args: tuple, failed: tuple) -> tuple:
@@ -154,11 +188,11 @@ def run_child(ctx, target, args: tuple, failed: tuple) -> tuple:
     return result
 
 
-def measure_rounds(ctx, runtimes, name: str, args) -> dict:
-    """Times each of `runtimes` on model `name` in `args.rounds` alternating rounds (the
-    ReferenceEvaluator once, after them). Returns runtime -> (median s over all its runs,
-    outputs of its first round that ran, peak RSS MiB over its rounds, first error, fastest
-    run s)."""
+def measure_rounds(ctx, runtimes, name: str, path: str, args) -> dict:
+    """Times each of `runtimes` on model `name` (the file at `path`) in `args.rounds`
+    alternating rounds (the ReferenceEvaluator once, after them). Returns runtime -> (median
+    s over all its runs, outputs of its first round that ran, peak RSS MiB over its rounds,
+    first error, fastest run s)."""
     timed = [r for r in runtimes if r != "reference"]
     rounds = max(1, min(args.rounds, args.reps))
     shares = [args.reps // rounds + (i < args.reps % rounds) for i in range(rounds)]
@@ -173,7 +207,7 @@ def measure_rounds(ctx, runtimes, name: str, args) -> dict:
             f"({i + 1}/{len(plan)})",
             file=sys.stderr,
         )
-        times, outputs, rss, error = measure(ctx, runtime, name, reps, warmup, args.threads)
+        times, outputs, rss, error = measure(ctx, runtime, path, reps, warmup, args.threads)
         if error:
             print(f"  failed: {error}", file=sys.stderr)
         elif times:
@@ -222,26 +256,44 @@ def main(argv=None) -> None:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)  # inherited by the spawned children
     ctx = mp.get_context("spawn")
-    runtimes = [r for r in RUNTIMES if not (args.skip_reference and r == "reference")]
-    rows, began = [], time.perf_counter()
+    netbrews = [f"netbrew-{e}" for e in ENTRIES if e in args.entry]
+    runtimes = [*netbrews, "onnxruntime", *([] if args.skip_reference else ["reference"])]
+    rows, skipped, began = [], [], time.perf_counter()
     for name in args.models:
-        res = measure_rounds(ctx, runtimes, name, args)
-        base = res["onnxruntime"][1]
-        nb = res["netbrew"][0]
+        path = resolve(name, args.cache)
+        if not Path(path).exists():  # resolve said why
+            skipped.append(f"{name} not run: {path}")
+            print(f"skipping {name}: {path}", file=sys.stderr)
+            continue
+        res = measure_rounds(ctx, runtimes, name, path, args)
+        base, ort = res["onnxruntime"][1], res["onnxruntime"]
         row = {
             "model": name,
             **{f"{r}_ms": fmt_ms(res[r][0]) for r in runtimes},
             **{f"{r}_rss": f"{res[r][2]:.0f}" for r in runtimes},
-            "nb/ort": fmt_ratio(nb, res["onnxruntime"][0]),
-            "nb/ort best": fmt_ratio(res["netbrew"][4], res["onnxruntime"][4]),
-            "ref/nb": fmt_ratio(res["reference"][0], nb) if "reference" in res else "-",
-            "agree": agree(res["netbrew"][1], base),
-            "ref agree": agree(res["reference"][1], base) if "reference" in res else "-",
         }
+        for r in netbrews:
+            row[f"{r}/ort"] = fmt_ratio(res[r][0], ort[0])
+            row[f"{r}/ort best"] = fmt_ratio(res[r][4], ort[4])
+            row[f"{r} agree"] = agree(res[r][1], base)
+        slowest = [res[r][0] for r in netbrews]  # Reference / netbrew at netbrew's slowest
+        slowest = None if None in slowest else max(slowest)
+        row["ref/nb"] = fmt_ratio(res["reference"][0], slowest) if "reference" in res else "-"
+        row["ref agree"] = agree(res["reference"][1], base) if "reference" in res else "-"
         rows.append(row)
         print("  " + "  ".join(f"{k}={v}" for k, v in row.items()), file=sys.stderr)
-    table = render(rows, runtimes, args)
+    table = render(rows, runtimes, args, skipped)
     write_table(table, args.out, began)
+
+
+def resolve(name: str, cache: Path) -> str:
+    """The model's path, or why it cannot be run here (then not an existing path)."""
+    if name in zoo_torch.MODELS:
+        missing = zoo_torch.torch_missing()
+        if missing:
+            return missing
+        print(f"exporting {name} from PyTorch (cached in {cache})", file=sys.stderr)
+    return model_path(name, cache)
 
 
 def write_table(table: str, out: Path, began: float) -> None:
@@ -252,35 +304,48 @@ def write_table(table: str, out: Path, began: float) -> None:
     print(f"wrote {out} in {time.perf_counter() - began:.0f}s", file=sys.stderr)
 
 
-def render(rows: list[dict], runtimes: list[str], args) -> str:
+def render(rows: list[dict], runtimes: list[str], args, skipped=()) -> str:
     import numpy as np
     import onnx
     import onnxruntime
 
-    cols = ["model", *(f"{r}_ms" for r in runtimes), "nb/ort", "nb/ort best", "ref/nb"]
-    cols += [*(f"{r}_rss" for r in runtimes), "agree", "ref agree"]
+    netbrews = [r for r in runtimes if r.startswith("netbrew-")]
+    timed = [r for r in runtimes if r != "reference"]
+    cols = ["model", *(f"{r}_ms" for r in runtimes)]
+    cols += [*(f"{r}/ort" for r in netbrews), *(f"{r}/ort best" for r in netbrews), "ref/nb"]
+    cols += [*(f"{r}_rss" for r in runtimes), *(f"{r} agree" for r in netbrews), "ref agree"]
+    short = {r: r.removeprefix("netbrew-") for r in netbrews}
     heads = {f"{r}_ms": f"{r} ms" for r in runtimes}
     heads.update({f"{r}_rss": f"{r} peak RSS MiB" for r in runtimes})
-    heads.update({"nb/ort": "netbrew / ORT", "nb/ort best": "netbrew / ORT (fastest runs)"})
-    heads.update({"ref/nb": "Reference / netbrew"})
-    heads.update({"agree": "netbrew = ORT", "ref agree": "Reference = ORT"})
+    for r, e in short.items():
+        heads[f"{r}/ort"] = f"{e} / ORT"
+        heads[f"{r}/ort best"] = f"{e} / ORT (fastest runs)"
+        heads[f"{r} agree"] = f"{e} = ORT"
+    heads.update({"ref/nb": "Reference / netbrew", "ref agree": "Reference = ORT"})
     lines = [
-        "# Light model zoo: netbrew vs onnxruntime vs onnx.reference",
+        "# Model zoo: netbrew vs onnxruntime vs onnx.reference",
         "",
         f"Generated by `python benchmarks/zoo.py` on {datetime.date.today()}, "
         f"{platform.machine()} {platform.processor() or ''} with {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, numpy {np.__version__}, onnx {onnx.__version__}, "
-        f"onnxruntime {onnxruntime.__version__}.",
+        f"onnxruntime {onnxruntime.__version__}{torch_version()}.",
+        "",
+        "netbrew runs each model through two entry points: `predictor` is "
+        "`Predictor(*import_model(path))`, `backend` is the ONNX backend's "
+        "`backend.prepare(model)`. mobilenetv2 and bert_layer are built in PyTorch and "
+        "exported with torch.onnx.export (opset 17; see benchmarks/zoo_torch.py); the rest "
+        "are onnx's light model zoo.",
         "",
         f"Batch 1, seeded random inputs, {args.threads} threads everywhere "
         f"(ORT intra_op_num_threads, BLAS). Medians of {args.reps} runs, taken in "
-        f"{args.rounds} alternating rounds of netbrew then onnxruntime, each round in a fresh "
-        f"process warmed up with {WARMUP} untimed runs (ReferenceEvaluator: {REFERENCE_REPS} "
-        "run). Peak RSS is the largest VmHWM of a runtime's processes, interpreter and "
-        "imports included. "
+        f"{args.rounds} alternating rounds of {', '.join(timed)}, "
+        f"each round in a fresh process warmed up with {WARMUP} untimed runs "
+        f"(ReferenceEvaluator: {REFERENCE_REPS} run). Peak RSS is the largest VmHWM of a "
+        "runtime's processes, interpreter and imports included. "
         "Outputs agree when |a - b| <= 1e-4 + 1e-3 |b| against onnxruntime. Ratios are the "
         "figures to read; absolute times depend on the machine. 'Fastest runs' compares "
-        "each runtime's quickest run, which other load on the machine disturbs least "
+        "each runtime's quickest run, which other load on the machine disturbs least; "
+        "Reference / netbrew divides by the slower entry point "
         f"(load average at the end: {os.getloadavg()[0]:.2f}).",
         "",
         "| " + " | ".join(heads.get(c, c) for c in cols) + " |",
@@ -288,8 +353,17 @@ def render(rows: list[dict], runtimes: list[str], args) -> str:
     ]
     lines += ["| " + " | ".join(str(r.get(c, "-")) for c in cols) + " |" for r in rows]
     notes = [NOTES[r["model"]] for r in rows if r["model"] in NOTES and "reference" in runtimes]
+    notes += list(skipped)
     lines += ["", *(f"- {note}" for note in notes)] if notes else []
     return "\n".join(lines) + "\n"
+
+
+def torch_version() -> str:
+    try:
+        import torch
+    except ImportError:
+        return ""
+    return f", torch {torch.__version__}"
 
 
 if __name__ == "__main__":
