@@ -197,6 +197,9 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
 
 def _bench(ns: argparse.Namespace) -> int:
+    import time
+
+    from netbrew import jit
     from netbrew.executor import Workspace, get_num_threads
     from netbrew.executor.predictor import refuse_file_ops
     from netbrew.netdef.tensor import dtype_of
@@ -248,13 +251,22 @@ def _bench(ns: argparse.Namespace) -> int:
         ws.feed_blob(name, _random_feed(shape, dtype, rng))
         fed.append(f"{name}={'x'.join(map(str, shape))}")
     ws.create_net(net)
-    ws.run_net(net.name)  # warm-up, not profiled
+    compiled, start = jit.compile_seconds(), time.perf_counter()
+    ws.run_net(net.name)  # warm-up, not profiled: numba compiles (or loads) its kernels here
+    first, compiled = time.perf_counter() - start, jit.compile_seconds() - compiled
     print(
         f"net {net.name or '<unnamed>'}: {len(net.op)} ops"
         f"{' after the inference passes' if ns.optimize else ''}, {ns.iters} runs, "
         f"random inputs {', '.join(fed) or 'none'}, BLAS threads {get_num_threads()}"
     )
+    state = "on" if jit.enabled() else "off"
+    print(
+        f"first run (warm-up, not profiled) {first * 1e3:.1f} ms, of which numba compile "
+        f"{compiled * 1e3:.1f} ms (or loading from its cache; JIT {state})"
+    )
+    later = jit.compile_seconds()
     profile = ws.run_net(net.name, num_iter=ns.iters, profile=True)
+    print(f"numba compile in the profiled runs: {(jit.compile_seconds() - later) * 1e3:.1f} ms")
     if ns.ops:
         print(f"\nslowest ops (mean over {ns.iters} runs):")
         print(profile.op_table(ns.ops))

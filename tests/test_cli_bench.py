@@ -101,3 +101,52 @@ def test_bench_lists_slowest_ops_and_writes_a_trace(model_dir, tmp_path, capsys)
     assert "slowest ops" not in capsys.readouterr().out
     assert main([*args, "--ops", "-1"]) == 1
     assert "--ops must be 0 or more, got -1" in capsys.readouterr().err
+
+
+def test_bench_reports_numba_compile_time_apart(model_dir, capsys, monkeypatch):
+    """The warm-up run's compile time comes from jit.compile_seconds(), read around it and
+    around the profiled runs (here a counter that compiles 0.25 s in the warm-up only)."""
+    from netbrew import jit
+
+    readings = iter([10.0, 10.25, 10.25, 10.25])
+    monkeypatch.setattr(jit, "compile_seconds", lambda: next(readings))
+    assert main(["bench", str(model_dir), "--input", "data=2x1x6x6", "--iters", "2"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("first run "))
+    first_ms = float(line.split()[5])
+    assert first_ms >= 0 and "of which numba compile 250.0 ms" in line
+    assert f"JIT {'on' if jit.enabled() else 'off'}" in line
+    assert "numba compile in the profiled runs: 0.0 ms" in out
+    with pytest.raises(StopIteration):
+        next(readings)  # read exactly four times
+
+
+def test_bench_compile_time_is_real_in_a_fresh_process(tmp_path):
+    """In a new process the first run compiles, or loads from numba's cache, the kernel of
+    Erf, so with the JIT on some of the first run is compile time, and none with it off."""
+    import subprocess
+    import sys
+
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    from netbrew import jit
+
+    graph = helper.make_graph(
+        [helper.make_node("Erf", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", T.FLOAT, [64, 64])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [64, 64])],
+    )
+    path = tmp_path / "erf.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    args = [sys.executable, "-m", "netbrew.cli", "bench", str(path), "--iters", "1"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("first run "))
+    compiled = float(line.split("numba compile ")[1].split()[0])
+    first = float(line.split()[5])
+    if jit.enabled():
+        assert 0 < compiled <= first
+    else:
+        assert compiled == 0.0
