@@ -331,6 +331,17 @@ class Tracer:
         finally:
             self._scopes.pop()
 
+    @contextlib.contextmanager
+    def name_scope(self, hint: str) -> Iterator[None]:
+        """Names the blobs recorded inside after `hint` (a script variable) within the
+        current module's path."""
+        parent = self._scopes[-1] if self._scopes else ""
+        self._scopes.append(f"{parent}.{hint}" if parent else hint)
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
     def owns(self, value: Any) -> bool:
         return isinstance(value, TracedValue) and value.tracer is self
 

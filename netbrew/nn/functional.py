@@ -12,6 +12,7 @@ convention differs from PyTorch's, the function converts (BatchNormalization's m
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,7 @@ __all__ = [
     "abs",
     "adaptive_avg_pool2d",
     "add",
+    "argmax",
     "avg_pool2d",
     "batch_norm",
     "cast",
@@ -42,23 +44,31 @@ __all__ = [
     "embedding",
     "exp",
     "flatten",
+    "full",
     "gelu",
     "layer_norm",
     "linear",
     "log",
     "log_softmax",
     "matmul",
+    "max",
     "max_pool2d",
+    "mean",
     "mul",
+    "ones",
     "permute",
     "relu",
     "reshape",
     "sigmoid",
     "softmax",
     "sqrt",
+    "stack",
     "sub",
+    "sum",
     "tanh",
     "transpose",
+    "where",
+    "zeros",
 ]
 
 
@@ -394,7 +404,7 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Any:
 
 def flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     """Merges dims start_dim..end_dim into one (Flatten for dims 1.., else Reshape)."""
-    ndim = max(input.ndim, 1)
+    ndim = builtins.max(input.ndim, 1)
     start, end = start_dim % ndim, end_dim % ndim
     if start > end:
         raise ValueError("flatten() has invalid args: start_dim cannot come after end_dim")
@@ -495,3 +505,86 @@ def cross_entropy(
         ignore_index=ignore_index,
         reduction=reduction,
     )
+
+
+# -- reductions, selection and factories (what scripted control flow needs) -----------------
+
+
+def sum(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001 - torch's name
+    """Sum over `dim` (an int, a sequence of ints, or None: every dim) (ReduceSum)."""
+    return _ops.reduce("ReduceSum", input, dim, keepdim)
+
+
+def mean(input: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    """Mean over `dim` (an int, a sequence of ints, or None: every dim) (ReduceMean)."""
+    return _ops.reduce("ReduceMean", input, dim, keepdim)
+
+
+def max(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001 - torch's name
+    """torch.max: the largest element (dim None); (values, indices) along an int `dim`
+    (ReduceMax and ArgMax); or the elementwise maximum when `dim` is a tensor (Max)."""
+    if dim is None:
+        return _ops.reduce("ReduceMax", input, None, keepdim)
+    if not isinstance(dim, (int, np.integer)):
+        return binary("Max", input, dim)
+    values = _ops.reduce("ReduceMax", input, int(dim), keepdim)
+    return values, _ops.argmax(input, int(dim), keepdim)
+
+
+def argmax(input: Any, dim: int | None = None, keepdim: bool = False) -> Any:
+    """Index of the largest element along `dim` (int64; the flat index when dim is None)."""
+    return _ops.argmax(input, dim, keepdim)
+
+
+def where(condition: Any, input: Any, other: Any) -> Any:
+    """input where condition else other (Where); numbers take the other operand's dtype."""
+    if _ops.is_scalar(condition):
+        condition = np.asarray(condition)
+    if condition.dtype != np.bool_:
+        condition = cast(condition, np.bool_)
+    x, y = _ops.promote(input, other)
+    return call("Where", [condition, x, y])
+
+
+def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
+    """Joins equally shaped tensors along a new dim (Unsqueeze each, then Concat)."""
+    tensors = _ops.promote(*tensors)
+    if not tensors:
+        raise ValueError("stack expects a non-empty sequence of tensors")
+    axis = dim if dim >= 0 else dim + tensors[0].ndim + 1
+    axes = const([axis])
+    return call("Concat", [call("Unsqueeze", [t, axes]) for t in tensors], axis=axis)
+
+
+def _shape_operand(size: tuple) -> Any:
+    """A shape given as ints, a sequence of ints, or int tensors (script's x.shape[0])."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    if all(isinstance(d, (int, np.integer)) for d in size):
+        return const([int(d) for d in size])
+    one = const([1])
+    dims = [const([int(d)]) if _ops.is_scalar(d) else call("Reshape", [cast(d, np.int64), one])
+            for d in size]  # fmt: skip
+    return dims[0] if len(dims) == 1 else call("Concat", dims, axis=0)
+
+
+def full(size: Any, fill_value: Any, dtype: Any = None) -> Any:
+    """A tensor of shape `size` filled with `fill_value` (ConstantOfShape); the dtype is
+    float32 for floats, int64 for ints and bool for bools unless `dtype` is given."""
+    if dtype is None:
+        dtype = np.bool_ if isinstance(fill_value, bool) else (
+            np.int64 if isinstance(fill_value, (int, np.integer)) else np.float32
+        )  # fmt: skip
+    value = np.array([fill_value], dtype=dtype)
+    size = size if isinstance(size, (tuple, list)) else (size,)
+    return call("ConstantOfShape", [_shape_operand(tuple(size))], value=value)
+
+
+def zeros(*size: Any, dtype: Any = np.float32) -> Any:
+    """zeros(2, 3) or zeros((2, 3)); dims may be int tensors such as x.shape[0] in script."""
+    return call("ConstantOfShape", [_shape_operand(size)], value=np.zeros(1, dtype))
+
+
+def ones(*size: Any, dtype: Any = np.float32) -> Any:
+    """ones(2, 3) or ones((2, 3)); dims may be int tensors such as x.shape[0] in script."""
+    return call("ConstantOfShape", [_shape_operand(size)], value=np.ones(1, dtype))

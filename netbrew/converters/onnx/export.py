@@ -77,13 +77,38 @@ def _copy_node(op: OperatorDef) -> onnx.NodeProto:
 def graph_from_net(net: NetDef, name: str | None = None) -> onnx.GraphProto:
     """A subgraph (If/Loop/Scan body): inputs and outputs untyped, as ONNX allows."""
     nodes, inits, _ = _convert_ops(net, {})
+    infos = {v.name: v for v in net.value_info}
     return helper.make_graph(
         nodes,
         name or net.name or "subgraph",
-        [helper.make_empty_tensor_value_info(n) for n in net.external_input],
-        [helper.make_empty_tensor_value_info(n) for n in net.external_output],
+        [_subgraph_value(n, infos) for n in net.external_input],
+        [_subgraph_value(n, infos) for n in net.external_output],
         inits,
     )
+
+
+def _subgraph_value(name: str, infos: Mapping[str, Any]) -> onnx.ValueInfoProto:
+    """Typed where the net's value_info knows the type (onnxruntime needs Loop bodies'
+    input types), unknown dims left symbolic; else untyped."""
+    from netbrew.netdef.tensor import dtype_of
+
+    info = infos.get(name)
+    if info is None or info.unknown_shape:
+        return helper.make_empty_tensor_value_info(name)
+    unknown = set(info.unknown_dims)
+    shape = [None if i in unknown else int(d) for i, d in enumerate(info.dims)]
+    elem = helper.np_dtype_to_tensor_dtype(dtype_of(info.data_type))
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _reads(node: onnx.NodeProto) -> set[str]:
+    """The node's inputs and what its subgraphs (If, Loop, Scan) read from outer scopes."""
+    names = set(node.input)
+    for attr in node.attribute:
+        for graph in [attr.g, *attr.graphs] if attr.g.node or attr.graphs else []:
+            for inner in graph.node:
+                names |= _reads(inner)
+    return names
 
 
 def _convert_ops(net: NetDef, constants: dict[str, np.ndarray]):
@@ -235,7 +260,7 @@ def export(
         raise UnsupportedConversion(
             f"net {net.name!r} cannot be exported to ONNX:\n  " + "\n  ".join(problems)
         )
-    used = {i for node in nodes for i in node.input}
+    used = {i for node in nodes for i in _reads(node)}
     initializers = [numpy_helper.from_array(v, k) for k, v in params.items() if k in used]
     initializers += [t for t in inits if t.name in used or t.name in net.external_output]
     for name_, value in examples.items():
