@@ -29,7 +29,11 @@ from netbrew.executor import (
 from netbrew.netdef import Net, load_blobs, load_net, save_blobs, save_net
 from netbrew.netdef.model_dir import load_model, save_model
 
+# `netbrew.script` is the function; the package of the same name holds its parts
+from netbrew.script import ScriptError, script  # noqa: E402  (isort: keep last)
+
 __version__ = "0.1.0"
+
 
 __all__ = [
     "BlobNotFoundError",
@@ -39,6 +43,7 @@ __all__ = [
     "OperatorError",
     "Predictor",
     "SchemaError",
+    "ScriptError",
     "ShapeError",
     "UnknownOperatorError",
     "UnsupportedConversion",
@@ -51,5 +56,6 @@ __all__ = [
     "save_blobs",
     "save_model",
     "save_net",
+    "script",
     "set_num_threads",
 ]

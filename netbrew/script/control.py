@@ -180,7 +180,7 @@ def lower_if(interp, node, cond, then_body, else_body, returning: bool) -> Any:
                 "returns of different lengths",
                 f"one branch returns {len(tvals)} values, the other {len(evals)}",
             )
-        names = [f"output_{i}" if len(tvals) > 1 else "output" for i in range(len(tvals))]
+        names = [f"returned_{i}" if len(tvals) > 1 else "returned" for i in range(len(tvals))]
     else:
         names = []
         for name in assigned_names([*then_body, *else_body]):
