@@ -5,7 +5,7 @@ forward is Conv's input gradient and whose input gradient is Conv's forward):
 
 - `correlate`: im2col (one copy of the strided window view), then one batched matmul; for
   stride-1 2-D convs that narrow the channels, shift-and-add instead (conv_shift.py), and
-  for stride-1 2-D depthwise convs, columns copied as long flat rows (conv_depthwise.py).
+  for 2-D depthwise convs (and groups of two channels), a numba loop (conv_numba.py).
 - `scatter`: its adjoint in X, a matmul to columns, then col2im (one add per kernel offset).
 - `weight_grad`: its adjoint in W, matmuls over columns that span the whole batch.
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.net import op_def
-from netbrew.operators.conv_depthwise import depthwise_correlate, use_depthwise
+from netbrew.operators.conv_numba import direct_correlate, use_direct
 from netbrew.operators.conv_shift import shift_correlate, use_shift
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.schema import gradient, kernel, schema
@@ -157,14 +157,14 @@ def correlate(
     x: np.ndarray, w: np.ndarray, win: Window, group: int, bias: np.ndarray | None = None
 ) -> np.ndarray:
     """The windows of x (N, C, D1..Dn) times w (M, C/group, k1..kn), per group, plus `bias`
-    (M,) if given: (N, M, O1..On). Stride-1 2-D convs that narrow the channels go through
-    conv_shift (no im2col copy), stride-1 2-D depthwise convs through conv_depthwise (long
-    copies); the rest through im2col and one batched matmul."""
+    (M,) if given: (N, M, O1..On). 2-D depthwise convs go through conv_numba's direct loop
+    where the JIT is on, stride-1 2-D convs that narrow the channels through conv_shift (no
+    im2col copy); the rest through im2col and one batched matmul."""
     m = w.shape[0]
+    if use_direct(x.shape[1], group, win):
+        return direct_correlate(x, w, win, bias)
     if use_shift(x.shape[1], m, win, group):
         return shift_correlate(x, w, win, bias)
-    if use_depthwise(x.shape[1], m, win, group):
-        return depthwise_correlate(x, w, win, bias)
     cols = im2col(x, win, group)  # (N, G, C/G * K, P)
     y = np.matmul(w.reshape(group, m // group, -1), cols).reshape(x.shape[0], m, -1)
     if bias is not None:  # over (N, M, positions): one long row per channel

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from netbrew.operators.conv import _ATTRS, check_conv_operands, conv_cpu
-from netbrew.operators.conv_depthwise import use_depthwise
+from netbrew.operators.conv_numba import use_direct
 from netbrew.operators.conv_shift import use_shift
 from netbrew.operators.fused import relu_in_place
 from netbrew.operators.schema import REQUIRED, kernel, schema
@@ -101,8 +101,8 @@ def conv_shuffle_cpu(
 
 def _plain_gemm(channels: int, m: int, win: Window, group: int) -> bool:
     """Whether `correlate` would run im2col and one batched GEMM (not its shift-and-add or
-    depthwise paths), the path `_grouped_into_shuffled` writes shuffled."""
-    return not use_shift(channels, m, win, group) and not use_depthwise(channels, m, win, group)
+    direct paths), the path `_grouped_into_shuffled` writes shuffled."""
+    return not use_shift(channels, m, win, group) and not use_direct(channels, group, win)
 
 
 def _grouped_into_shuffled(

@@ -1,75 +1,105 @@
-"""Depthwise convolution by flat rows: the same numbers as a direct per-tap reference (and
-PyTorch where installed), and Conv takes it exactly where `use_depthwise` says."""
+"""Depthwise and two-channel-group convolutions through conv_numba's direct loop: the same
+numbers as the NumPy path (im2col + GEMM, `jit.disabled()`) on awkward shapes, a float64
+per-tap reference and PyTorch, and Conv takes the loop exactly where `use_direct` says."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from netbrew import jit
 from netbrew.operators import conv as conv_module
 from netbrew.operators.conv import conv_cpu
-from netbrew.operators.conv_depthwise import depthwise_correlate, use_depthwise
+from netbrew.operators.conv_numba import direct_correlate, use_direct
 from netbrew.operators.window import make_window
 
+needs_jit = pytest.mark.skipif(not jit.enabled(), reason="numba missing or NETBREW_JIT=0")
 
-def direct_depthwise(x, w, b, pads, dilations):
-    """Per-tap reference in float64: output channel m reads input channel m // (M / C)."""
+
+def direct_depthwise(x, w, b, pads, dilations, strides=(1, 1)):
+    """Per-tap reference in float64 for group = C: output channel m reads input channel
+    m // (M / C)."""
     (top, left), (bottom, right) = pads[:2], pads[2:]
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
     m, _, kh, kw = w.shape
     src = np.repeat(xp, m // x.shape[1], axis=1)  # (N, M, Hp, Wp)
-    dh, dw = dilations
-    ho, wo = xp.shape[2] - (kh - 1) * dh, xp.shape[3] - (kw - 1) * dw
+    (dh, dw), (sh, sw) = dilations, strides
+    ho = (xp.shape[2] - (kh - 1) * dh - 1) // sh + 1
+    wo = (xp.shape[3] - (kw - 1) * dw - 1) // sw + 1
     y = np.zeros((x.shape[0], m, ho, wo))
     for i in range(kh):
         for j in range(kw):
-            patch = src[:, :, i * dh : i * dh + ho, j * dw : j * dw + wo]
+            patch = src[:, :, i * dh : i * dh + (ho - 1) * sh + 1 : sh]
+            patch = patch[:, :, :, j * dw : j * dw + (wo - 1) * sw + 1 : sw]
             y += patch * w[:, 0, i, j].reshape(1, m, 1, 1)
     return y if b is None else y + b.reshape(1, -1, 1, 1)
 
 
 CASES = [
-    # (N, C, H, W), multiplier, (kh, kw), pads [t, l, b, r], dilations
-    ((1, 16, 14, 14), 1, (3, 3), [1, 1, 1, 1], (1, 1)),  # ShuffleNet's shape, smaller
-    ((2, 6, 9, 7), 1, (3, 3), [1, 1, 1, 1], (1, 1)),  # batch 2, non-square
-    ((1, 4, 10, 11), 2, (3, 3), [1, 1, 1, 1], (1, 1)),  # channel multiplier 2
-    ((1, 5, 12, 9), 1, (5, 3), [2, 0, 1, 2], (1, 1)),  # asymmetric pads, 5x3 kernel
-    ((1, 3, 11, 9), 3, (3, 3), [0, 0, 0, 0], (2, 1)),  # no padding, dilated rows
-    ((1, 7, 7, 7), 1, (1, 3), [0, 1, 0, 1], (1, 3)),  # 1x3 kernel, dilated columns
-    ((1, 8, 1, 6), 1, (3, 3), [1, 1, 1, 1], (1, 1)),  # a single input row
+    # (N, C, H, W), multiplier, (kh, kw), pads [t, l, b, r], dilations, strides
+    ((1, 16, 14, 14), 1, (3, 3), [1, 1, 1, 1], (1, 1), (1, 1)),  # ShuffleNet's, smaller
+    ((1, 16, 15, 15), 1, (3, 3), [1, 1, 1, 1], (1, 1), (2, 2)),  # stride 2, odd size
+    ((2, 6, 9, 7), 1, (3, 3), [1, 1, 1, 1], (1, 1), (1, 1)),  # batch 2, non-square
+    ((1, 4, 10, 11), 2, (3, 3), [1, 1, 1, 1], (1, 1), (2, 1)),  # multiplier 2, stride 2x1
+    ((1, 5, 12, 9), 1, (5, 3), [2, 0, 1, 2], (1, 1), (1, 3)),  # asymmetric pads, stride 3
+    ((1, 3, 11, 9), 3, (3, 3), [0, 0, 0, 0], (2, 1), (1, 1)),  # no padding, dilated rows
+    ((1, 7, 7, 7), 1, (1, 3), [0, 1, 0, 1], (1, 3), (1, 2)),  # 1x3, dilated columns
+    ((1, 8, 1, 6), 1, (3, 3), [1, 1, 1, 1], (1, 1), (1, 1)),  # a single input row
+    ((1, 4, 3, 3), 1, (3, 3), [3, 2, 4, 1], (2, 2), (2, 2)),  # windows wholly in padding
 ]
 
 
-@pytest.mark.parametrize("x_shape, mult, kernel, pads, dilations", CASES)
+@pytest.mark.parametrize("x_shape, mult, kernel, pads, dilations, strides", CASES)
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_depthwise_matches_direct(x_shape, mult, kernel, pads, dilations, with_bias):
+def test_depthwise_matches_numpy_path_and_reference(
+    x_shape, mult, kernel, pads, dilations, strides, with_bias
+):
     rng = np.random.default_rng(0)
     c = x_shape[1]
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal((c * mult, 1, *kernel)).astype(np.float32)
     b = rng.standard_normal(c * mult).astype(np.float32) if with_bias else None
-    win = make_window(x.shape[2:], kernel, None, dilations, pads)
-    assert use_depthwise(c, c * mult, win, c)
-    got = depthwise_correlate(x, w, win, b)
-    want = direct_depthwise(x, w, b, pads, dilations)
-    assert got.shape == want.shape and got.dtype == np.float32
+    attrs = dict(pads=pads, dilations=list(dilations), strides=list(strides), group=c)
+    (got,) = conv_cpu(x, w, b, **attrs)
+    with jit.disabled():
+        (numpy_path,) = conv_cpu(x, w, b, **attrs)
+    want = direct_depthwise(x, w, b, pads, dilations, strides)
+    assert got.shape == want.shape == numpy_path.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, numpy_path, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    (through_conv,) = conv_cpu(x, w, b, pads=pads, dilations=list(dilations), group=c)
-    np.testing.assert_array_equal(through_conv, got)
 
 
-def test_depthwise_reads_a_strided_input_in_float64():
+@needs_jit
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2)])
+def test_two_channel_groups_and_float64_match_numpy_path(strides):
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((1, 6, 10, 20))[:, :, :, ::2]  # not contiguous
-    w = rng.standard_normal((6, 1, 3, 3))
-    win = make_window(x.shape[2:], (3, 3), None, None, [1, 1, 1, 1])
-    got = depthwise_correlate(x, w, win)
+    x = np.asfortranarray(
+        rng.standard_normal((2, 8, 9, 10))
+    )  # not C-order: the loop takes a contiguous copy
+    w = rng.standard_normal((12, 2, 3, 3))  # 4 groups of 2 input, 3 output channels
+    b = rng.standard_normal(12)
+    attrs = dict(pads=[1, 0, 2, 1], strides=list(strides), group=4)
+    win = make_window(x.shape[2:], (3, 3), strides, None, attrs["pads"])
+    assert use_direct(8, 4, win)
+    (got,) = conv_cpu(x, w, b, **attrs)
+    with jit.disabled():
+        (want,) = conv_cpu(x, w, b, **attrs)
     assert got.dtype == np.float64
-    np.testing.assert_allclose(got, direct_depthwise(x, w, None, [1] * 4, (1, 1)), atol=1e-12)
-    # unpadded: the input itself is read in place of a padded copy
-    win = make_window(x.shape[2:], (3, 3), None, None, None)
-    got = depthwise_correlate(x, w, win)
-    np.testing.assert_allclose(got, direct_depthwise(x, w, None, [0] * 4, (1, 1)), atol=1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@needs_jit
+@pytest.mark.parametrize("clamp", [(0.0, np.inf), (0.0, 6.0), (-0.5, 0.25)])
+def test_direct_applies_the_clamp_after_the_bias(clamp):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 6, 8, 8)).astype(np.float32) * 4
+    w = rng.standard_normal((6, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    win = make_window(x.shape[2:], (3, 3), None, None, [1, 1, 1, 1])
+    got = direct_correlate(x, w, win, b, clamp)
+    want = np.clip(direct_correlate(x, w, win, b), *clamp)
+    np.testing.assert_array_equal(got, want)
+    assert got.max() <= clamp[1] and got.min() >= clamp[0]
 
 
 def test_depthwise_matches_torch():
@@ -78,53 +108,46 @@ def test_depthwise_matches_torch():
     x = rng.standard_normal((2, 12, 15, 13)).astype(np.float32)
     w = rng.standard_normal((24, 1, 3, 3)).astype(np.float32)
     b = rng.standard_normal(24).astype(np.float32)
-    (got,) = conv_cpu(x, w, b, pads=[1, 1, 1, 1], group=12)
+    (got,) = conv_cpu(x, w, b, pads=[1, 1, 1, 1], strides=[2, 2], group=12)
     want = torch.nn.functional.conv2d(
-        torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=1, groups=12
+        torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), 2, 1, groups=12
     )
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(
-    "channels, out, strides, group, kernel, expected",
+    "channels, strides, group, kernel, expected",
     [
-        (32, 32, (1, 1), 32, (3, 3), True),
-        (32, 64, (1, 1), 32, (3, 3), True),  # multiplier 2
-        (32, 32, (2, 2), 32, (3, 3), False),  # strided
-        (32, 32, (1, 1), 8, (3, 3), False),  # grouped, not depthwise
-        (32, 32, (1, 1), 32, (1, 1), False),  # 1x1: a per-channel scale already
-        (32, 32, (1, 1), 1, (3, 3), False),  # ungrouped
+        (32, (1, 1), 32, (3, 3), True),
+        (32, (2, 2), 32, (3, 3), True),  # strided
+        (32, (1, 1), 16, (3, 3), True),  # two channels a group
+        (32, (1, 1), 8, (3, 3), False),  # four channels a group: GEMM
+        (32, (1, 1), 32, (1, 1), False),  # 1x1: a per-channel scale already
+        (32, (1, 1), 1, (3, 3), False),  # ungrouped
     ],
 )
-def test_use_depthwise_picks(channels, out, strides, group, kernel, expected):
+def test_use_direct_picks(channels, strides, group, kernel, expected):
     pads = [1, 1, 1, 1] if kernel[0] == 3 else None
     win = make_window((14, 14), kernel, strides, None, pads)
-    assert use_depthwise(channels, out, win, group) is expected
+    assert use_direct(channels, group, win) is (expected and jit.enabled())
+    with jit.disabled():
+        assert not use_direct(channels, group, win)
 
 
-def test_conv_takes_depthwise_path_where_chosen(spy):
-    calls = spy(conv_module, "depthwise_correlate")
+def test_conv_takes_direct_path_only_with_the_jit_on(spy):
+    calls = spy(conv_module, "direct_correlate")
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
     w = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
-    conv_cpu(x, w, pads=[1, 1, 1, 1], group=16)
     conv_cpu(x, w, pads=[1, 1, 1, 1], group=16, strides=[2, 2])
-    assert calls == [(16, 1, 3, 3)]
+    with jit.disabled():
+        conv_cpu(x, w, pads=[1, 1, 1, 1], group=16)
+    assert calls == ([(16, 1, 3, 3)] if jit.enabled() else [])
 
 
-@pytest.mark.parametrize("block_bytes", [1, 3000, 1 << 20])
-def test_channel_blocks_give_the_same_numbers(monkeypatch, block_bytes):
-    """Columns above SPLIT_BYTES go a block of channels at a time: 1 byte means one
-    channel per block, 3000 bytes two (1440 bytes of columns each): the last block holds one."""
-    from netbrew.operators import conv_depthwise
-
-    monkeypatch.setattr(conv_depthwise, "SPLIT_BYTES", 0)
-    monkeypatch.setattr(conv_depthwise, "BLOCK_BYTES", block_bytes)
-    rng = np.random.default_rng(4)
-    x = rng.standard_normal((2, 7, 6, 5)).astype(np.float32)
-    w = rng.standard_normal((14, 1, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(14).astype(np.float32)
-    win = make_window(x.shape[2:], (3, 3), None, None, [1, 1, 1, 1])
-    got = depthwise_correlate(x, w, win, b)
-    want = direct_depthwise(x, w, b, [1, 1, 1, 1], (1, 1))
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+@needs_jit
+def test_direct_empty_batch():
+    x = np.zeros((0, 4, 5, 5), np.float32)
+    w = np.ones((4, 1, 3, 3), np.float32)
+    got = direct_correlate(x, w, make_window(x.shape[2:], (3, 3), None, None, None))
+    assert got.shape == (0, 4, 3, 3)

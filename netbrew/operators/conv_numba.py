@@ -1,0 +1,163 @@
+"""numba kernels for convolutions: the direct grouped conv and the fused epilogue.
+
+- `direct_correlate`: a 2-D grouped conv as plain loops, one long multiply-add loop per
+  kernel tap, for convs whose groups hold one or two input channels: depthwise convs
+  (ShuffleNet, MobileNetV2) above all, where im2col plus a (M/C, K) x (K, positions) GEMM
+  per channel spends its time copying. Any stride, padding, dilation and channel
+  multiplier; bias and a clamp (Relu, Clip) are applied in the final crop. Measured inside
+  ShuffleNet against the NumPy paths it replaced (flat rows at stride 1, im2col at stride
+  2): 0.55-0.76x the time on the stride-1 28x28 and 14x14 convs, 0.81-0.86x at 7x7, 0.6-0.83x
+  on the stride-2 ones.
+- `epilogue`: bias, then a residual, then a clamp, in one pass over a GEMM's output
+  (N, M, P), where NumPy takes one pass each.
+
+A clamp is (lo, hi): Relu is (0, inf), Relu6 / Clip(0, 6) is (0, 6), none is (-inf, inf).
+A NaN stays NaN, as through np.maximum / np.minimum.
+
+Each kernel has its NumPy twin, the path taken with the JIT off (NETBREW_JIT=0, numba
+missing, `jit.disabled()`) and the oracle its tests compare with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netbrew import jit
+from netbrew.operators.window import Window
+
+NO_CLAMP = (-np.inf, np.inf)
+RELU = (0.0, np.inf)
+
+PARALLEL = False
+"""Whether the kernels spread their channels over the cores. They do not: inside
+ShuffleNet, right after a threaded GEMM, a `prange` over the channels ran its 14x14 and
+56x56 depthwise convs 2.5-20x slower than on one thread (OpenBLAS's idle worker busy-waits
+on the core numba's second thread needs; see netbrew.executor.threads), though 2x faster
+op by op on an idle machine."""
+
+MAX_GROUP_CHANNELS = 2
+"""Groups with more input channels than this stay on im2col + GEMM (`use_direct`): the
+direct loop does C/group * K multiply-adds per output with no reuse, and a GEMM's blocking
+wins once the reduction is long enough. (Measured op by op on 3x3 convs, 128 channels at
+28x28, against im2col + GEMM: 0.72x the time at 1 and 2 channels a group, 1.03x at 4, 1.5x
+at 8.)"""
+
+
+def use_direct(in_channels: int, group: int, win: Window) -> bool:
+    """Whether `direct_correlate` computes this conv: the JIT is on, the conv is 2-D, grouped
+    with at most MAX_GROUP_CHANNELS input channels a group, and not 1x1."""
+    return (
+        jit.enabled()
+        and len(win.kernel) == 2
+        and group > 1
+        and in_channels // group <= MAX_GROUP_CHANNELS
+        and win.kernel != (1, 1)
+    )
+
+
+@jit.kernel(parallel=PARALLEL)
+def _direct_conv2d(x, w, bias, y, sh, sw, dh, dw, top, left, lo, hi):
+    """y[n, m] = clamp(bias[m] + sum over c in m's group and taps (i, j) of
+    w[m, c, i, j] * x[n, c, oh * sh - top + i * dh, ow * sw - left + j * dw]), taps that
+    fall outside x counting as zero.
+
+    Each input channel is first split into its sh * sw stride phases, phase (a, b) holding
+    the padded input's pixels (r * sh + a, q * sw + b) as a (hq, wq) plane laid out flat.
+    Tap (i, j) of every output pixel (oh, ow) then reads phase ((i dh) % sh, (j dw) % sw)
+    at (oh + (i dh) // sh, ow + (j dw) // sw): flat position oh * wq + ow plus one offset
+    per tap. So a tap is one long unit-stride loop over all outputs (vectorised), into an
+    accumulator with wq - wo unused values per row that the final crop drops."""
+    batch, channels, height, width = x.shape
+    out_channels, group_channels, kh, kw = w.shape
+    ho, wo = y.shape[2], y.shape[3]
+    per_group = out_channels // (channels // group_channels)
+    hq = ho + (kh - 1) * dh // sh  # the rows and columns of a phase that taps reach
+    wq = wo + (kw - 1) * dw // sw
+    length = (ho - 1) * wq + wo  # flat positions from the first output to the last
+    groups = channels // group_channels
+    for ng in jit.prange(batch * groups):
+        n = ng // groups
+        first = (ng % groups) * group_channels
+        phases = np.empty((group_channels, sh, sw, hq * wq), x.dtype)
+        for c in range(group_channels):
+            plane = x[n, first + c]
+            for a in range(sh):
+                for b in range(sw):
+                    for r in range(hq):
+                        row = phases[c, a, b, r * wq : (r + 1) * wq]
+                        ih = r * sh + a - top
+                        if ih < 0 or ih >= height:
+                            row[:] = 0
+                            continue
+                        for q in range(wq):
+                            iw = q * sw + b - left
+                            row[q] = plane[ih, iw] if 0 <= iw < width else 0
+        acc = np.empty(length, x.dtype)
+        for m in range((ng % groups) * per_group, (ng % groups + 1) * per_group):
+            acc[:] = 0
+            for c in range(group_channels):
+                for i in range(kh):
+                    for j in range(kw):
+                        tap = w[m, c, i, j]
+                        off = (i * dh // sh) * wq + j * dw // sw
+                        src = phases[c, i * dh % sh, j * dw % sw, off : off + length]
+                        for p in range(length):
+                            acc[p] += tap * src[p]
+            out = y[n, m]
+            for oh in range(ho):
+                for ow in range(wo):
+                    v = acc[oh * wq + ow] + bias[m]
+                    if v < lo:
+                        v = lo
+                    if v > hi:
+                        v = hi
+                    out[oh, ow] = v
+
+
+def direct_correlate(
+    x: np.ndarray,
+    w: np.ndarray,
+    win: Window,
+    bias: np.ndarray | None = None,
+    clamp: tuple[float, float] = NO_CLAMP,
+) -> np.ndarray:
+    """The 2-D grouped convolution of x (N, C, H, W) with w (M, C/group, kh, kw) over the
+    windows `win`, plus `bias` (M,) if given, clamped to `clamp`: (N, M, Ho, Wo), C-order.
+    The group count is C / w.shape[1]."""
+    batch, m = x.shape[0], w.shape[0]
+    y = np.empty((batch, m, *win.out), x.dtype)
+    if y.size == 0:
+        return y
+    b = np.zeros(m, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
+    lo, hi = clamp
+    _direct_conv2d(
+        np.ascontiguousarray(x),
+        np.ascontiguousarray(w),
+        b,
+        y,
+        *win.strides,
+        *win.dilations,
+        *win.begin,
+        float(lo),
+        float(hi),
+    )
+    return y
+
+
+@jit.kernel
+def _epilogue(y, bias, residual, lo, hi):
+    """y[n, m, p] = clamp(y[n, m, p] + bias[m] + residual[n, m, p]), in place."""
+    batch, channels, positions = y.shape
+    for nm in jit.prange(batch * channels):
+        n = nm // channels
+        m = nm % channels
+        row = y[n, m]
+        res = residual[n, m]
+        b = bias[m]
+        for p in range(positions):
+            v = row[p] + b + res[p]
+            if v < lo:
+                v = lo
+            if v > hi:
+                v = hi
+            row[p] = v
