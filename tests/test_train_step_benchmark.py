@@ -1,0 +1,52 @@
+"""benchmarks/train_step.py: the brew and torch ResNet-18s are the same net, netbrew's step
+trains, and the script prints both models' interleaved timings and ratios."""
+
+import numpy as np
+import pytest
+
+from netbrew.executor import Workspace
+
+
+@pytest.fixture(scope="module")
+def train_step(benchmark_module):
+    return benchmark_module("train_step")
+
+
+def brew_param_sizes(train_step, widths) -> list[int]:
+    model = train_step.training_model("resnet18", widths)
+    ws = Workspace()
+    ws.run_net_once(model.param_init_net)
+    return sorted(ws.fetch_blob(str(p)).size for p in model.get_trainable_params())
+
+
+def test_resnet18_is_the_same_net_in_brew_and_torch(train_step):
+    torch = pytest.importorskip("torch")
+    full = train_step.torch_module("resnet18")
+    assert sum(p.numel() for p in full.parameters()) == 11_173_962  # CIFAR ResNet-18
+    widths = (8, 16, 32, 64)
+    small = train_step.torch_module("resnet18", widths)
+    assert brew_param_sizes(train_step, widths) == sorted(p.numel() for p in small.parameters())
+    convs = [m for m in small.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 1 + 16 + 3  # stem, two per basic block, three projections
+
+
+def test_netbrew_resnet18_step_lowers_the_loss(train_step):
+    x, y = train_step.batch_of("resnet18", 8)
+    step = train_step.netbrew_step("resnet18", x, y, widths=(4, 8, 16, 32))
+    losses = [step() for _ in range(8)]
+    assert all(np.isfinite(losses))
+    assert losses[-1] < 0.7 * losses[0]  # one fixed batch: SGD fits it
+
+
+def test_main_prints_interleaved_times_and_ratios(train_step, capsys):
+    pytest.importorskip("torch")
+    args = ["--steps", "2", "--warmup", "1", "--batch", "4", "--width", "4", "--threads", "1"]
+    assert train_step.main(args) == 0
+    out = capsys.readouterr().out
+    for name in ("lenet", "resnet18"):
+        block = out.split(f"{name} training step, batch 4, 1 threads, 2 steps each")[1]
+        lines = block.splitlines()[1:4]
+        assert lines[0].split()[0] == "netbrew" and lines[1].split()[0] == "PyTorch"
+        ours, theirs = float(lines[0].split()[2]), float(lines[1].split()[2])
+        ratio = float(lines[2].split("ratio netbrew/PyTorch: ")[1].split()[0])
+        assert ratio == pytest.approx(ours / theirs, rel=0.02, abs=0.01)
