@@ -11,12 +11,20 @@ inside the first transaction, so its old records stay until that transaction com
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from netbrew.db import DB, Cursor, Transaction, decode_key, encode_key
 from netbrew.errors import ModelLoadError
 
 MAP_SIZE = 1 << 40  # Caffe2's LMDB_MAP_SIZE: 1 TB of address space, not of disk
+
+# The lmdb package opens an environment once per process ("already open in this process"),
+# so DBs opened for reading share one per directory: two readers of one DB (shards, or a
+# CreateDB run again while the first reader lives) each get a handle, and the last
+# close() closes the environment.
+_READ_ENVS: dict[str, list] = {}  # real path -> [environment, handles open]
+_READ_ENVS_LOCK = threading.Lock()
 
 
 def _lmdb() -> Any:
@@ -135,14 +143,36 @@ class LMDB(DB):
                 raise ModelLoadError(f"{self.path}: no data.mdb in it; this is not an lmdb DB")
         try:
             if mode == "read":
-                self.env = self.lmdb.open(
-                    self.path, readonly=True, lock=False, create=False, max_readers=126
-                )
+                self.env = self._open_shared()
             else:
                 os.makedirs(self.path, exist_ok=True)
                 self.env = self.lmdb.open(self.path, map_size=MAP_SIZE, subdir=True)
         except self.lmdb.Error as e:
             raise ModelLoadError(f"{self.path}: cannot open this lmdb DB: {e}") from e
+
+    def _open_shared(self) -> Any:
+        key = os.path.realpath(self.path)
+        with _READ_ENVS_LOCK:
+            entry = _READ_ENVS.get(key)
+            if entry is None:
+                env = self.lmdb.open(
+                    self.path, readonly=True, lock=False, create=False, max_readers=126
+                )
+                entry = _READ_ENVS[key] = [env, 0]
+            entry[1] += 1
+            self._shared_key = key
+            return entry[0]
+
+    def _close_env(self) -> None:
+        if self.mode != "read":
+            self.env.close()
+            return
+        with _READ_ENVS_LOCK:
+            entry = _READ_ENVS[self._shared_key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _READ_ENVS[self._shared_key]
+                entry[0].close()
 
     def new_cursor(self) -> LMDBCursor:
         self._check_open()
@@ -157,5 +187,5 @@ class LMDB(DB):
             return
         for cursor in self._cursors:
             cursor.close()
-        self.env.close()
+        self._close_env()
         super().close()

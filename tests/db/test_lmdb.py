@@ -103,3 +103,17 @@ def test_tensor_protos(tmp_path):
     for i, (_, (image, label)) in enumerate(got):
         np.testing.assert_array_equal(image, images[i])
         assert label == labels[i]
+
+
+def test_dbs_opened_for_reading_share_the_environment(tmp_path):
+    """The lmdb package opens a directory once per process; two read handles share it and
+    the last close() closes it."""
+    path = tmp_path / "db"
+    write(path, RECORDS)
+    first, second = create_db("lmdb", path, "read"), create_db("lmdb", path, "read")
+    assert first.env is second.env
+    first.close()
+    assert read_all(second) == RECORDS  # still open for the other handle
+    second.close()
+    with lmdb.open(str(path), readonly=True, lock=False) as env, env.begin() as txn:
+        assert txn.get(b"00000001") == b"one"  # closed: the package may open it again

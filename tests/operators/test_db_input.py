@@ -189,9 +189,10 @@ def test_interpreter_exits_with_a_prefetch_thread_still_running(tmp_path):
     assert out.stdout.strip() == "[0, 1, 2]"
 
 
-def test_readers_of_one_db_run_side_by_side(tmp_path):
-    path = make_db(tmp_path, "minidb")
-    readers = [DBReader(path, "minidb", 2, s) for s in range(2)]
+@pytest.mark.parametrize("db_type", DB_TYPES)
+def test_readers_of_one_db_run_side_by_side(tmp_path, db_type):
+    path = make_db(tmp_path, db_type)
+    readers = [DBReader(path, db_type, 2, s) for s in range(2)]
     got: dict[int, list] = {}
 
     def pull(i):
