@@ -35,7 +35,7 @@ import numpy as np
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.args import args_dict
 from netbrew.netdef.net import op_def
-from netbrew.operators import activations, arithmetic  # noqa: F401  (the step ops)
+from netbrew.operators import activations, arithmetic, fused_jit  # noqa: F401  (the step ops)
 from netbrew.operators.arithmetic import check_broadcast, check_same_dtype
 from netbrew.operators.schema import (
     REQUIRED,
@@ -255,6 +255,9 @@ def fused_elementwise_cpu(
 ) -> tuple[np.ndarray]:
     """Runs the steps in order; from the second on, results go into the first's array."""
     steps = _plan(tuple(ops), tuple(slots), tuple(params), len(inputs))
+    compiled = fused_jit.run(inputs, steps)  # one numba loop, where the chain fits one
+    if compiled is not None:
+        return (compiled,)
     buf: np.ndarray | None = None  # an array this kernel made, free to overwrite
     y: Any = None
     with np.errstate(all="ignore"):  # as the step kernels: inf and nan are results

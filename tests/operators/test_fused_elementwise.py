@@ -6,6 +6,7 @@ import pytest
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+from netbrew import jit
 from netbrew.converters.onnx.to_onnx import CONVERTERS
 from netbrew.errors import OperatorError, SchemaError
 from netbrew.executor import Workspace
@@ -94,12 +95,18 @@ def test_chain_matches_numpy_and_the_unfused_ops(chain, dtype):
     fused = fuse_chain(steps)
     assert fused.type == "FusedElementwise" and fused.output[0] == steps[-1].output[0]
     copies = {k: v.copy() for k, v in feeds.items()}
-    got = _run([fused], feeds, fused.output[0])
+    compiled = _run([fused], feeds, fused.output[0])  # the numba loop, where it runs
+    with jit.disabled():
+        got = _run([fused], feeds, fused.output[0])
     for name, value in copies.items():  # the chain's buffer is its own, never an input
         np.testing.assert_array_equal(feeds[name], value)
     unfused = _run(steps, feeds, steps[-1].output[0])
     assert got.dtype == unfused.dtype == dtype and got.shape == unfused.shape
     np.testing.assert_array_equal(got, unfused)  # same arithmetic, same order
+    assert compiled.dtype == dtype and compiled.shape == got.shape
+    # the loop's exp, log and tanh are LLVM's: equal to rounding, not bit for bit
+    eps = 4 * np.finfo(dtype).eps  # values are O(1): ulps of exp cancel in Sub
+    np.testing.assert_allclose(compiled, got, rtol=eps, atol=eps)
     args = [feeds[n] for n in feeds if n in {i for _, ins, _ in spec for i in ins}]
     expected = reference(*args).astype(np.float64)
     tol = 2e-2 if dtype == np.float16 else 1e-5

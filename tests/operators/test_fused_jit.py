@@ -1,0 +1,100 @@
+"""FusedElementwise's compiled loop against its NumPy kernel (the oracle), and its fallbacks."""
+
+import numpy as np
+import pytest
+
+from netbrew import jit
+from netbrew.operators import fused_jit
+from netbrew.operators.fused_elementwise import ABSENT, RUNNING, fused_elementwise_cpu
+
+pytestmark = pytest.mark.skipif(not jit.enabled(), reason="numba is not installed or NETBREW_JIT=0")
+
+ALL_STEPS = (  # every step type once, over x (input 0) and per-channel p (input 1)
+    ["Mul", "Add", "Relu", "Sub", "Div", "Max", "Min", "Neg", "Abs", "Sqrt", "Log", "Exp"]
+    + ["Reciprocal", "Tanh", "LeakyRelu", "Sigmoid", "HardSigmoid", "Sum", "Clip"],
+    [0, 1, RUNNING, 1, RUNNING]
+    + [RUNNING, 1, 1, RUNNING, RUNNING, 1, 1, RUNNING]
+    + [RUNNING] * 10
+    + [RUNNING, 0, RUNNING, 2, ABSENT],
+    [0.3, 0.25, 0.4],
+)
+
+
+def _both(inputs, ops, slots, params=()):
+    args = dict(ops=ops, slots=slots, params=params, blobs=(), names=())
+    got = fused_elementwise_cpu(*inputs, **args)[0]
+    with jit.disabled():
+        want = fused_elementwise_cpu(*inputs, **args)[0]
+    return got, want
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "x_shape, p_shape",
+    [
+        ((2, 3, 5, 7), (3, 1, 1)),  # per channel, batch > 1
+        ((1, 7, 9, 1), (1, 7, 1, 1)),
+        ((4, 6), (6,)),  # per column
+        ((5, 1, 3), (1, 4, 1)),  # both broadcast: Y grows to (5, 4, 3)
+        ((3,), ()),
+    ],
+)
+def test_every_step_matches_numpy(x_shape, p_shape, dtype):
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-3, 3, x_shape).astype(dtype)
+    p = rng.uniform(0.5, 2, p_shape).astype(dtype)
+    hi = np.array(0.8, dtype)
+    ops, slots, params = ALL_STEPS
+    got, want = _both((x, p, hi), ops, slots, params)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    eps = 8 * np.finfo(dtype).eps
+    np.testing.assert_allclose(got, want, rtol=eps, atol=eps)
+
+
+def test_strided_and_channels_last_inputs():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 5, 6, 3)).astype(np.float32).transpose(0, 3, 1, 2)  # NHWC
+    a = rng.standard_normal((3, 1, 1)).astype(np.float32)
+    b = rng.standard_normal((1, 3, 10, 1)).astype(np.float32)[:, :, ::2]  # strided
+    got, want = _both((x, a, b), ["Mul", "Add", "Relu"], [0, 1, RUNNING, 2, RUNNING])
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_nan_and_inf_propagate_as_in_numpy():
+    x = np.array([np.nan, -np.inf, np.inf, 0.0, -0.0, 2.0, -2.0], np.float32)
+    m = np.array([np.nan, 1.0, np.nan, -1.0, 0.0, np.nan, 1.0], np.float32)
+    ops = ["Max", "Relu", "Min", "Div", "LeakyRelu", "Sigmoid"]
+    slots = [0, 1, RUNNING, RUNNING, 1, RUNNING, 0, RUNNING, RUNNING]
+    got, want = _both((x, m), ops, slots, [0.1])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_merged_axes_merge_what_every_array_walks_alike():
+    out = np.empty((2, 3, 4, 5), np.float32)
+    per_channel = np.broadcast_to(np.ones((3, 1, 1), np.float32), out.shape)
+    axes = fused_jit.merged_axes(out.shape, [out, per_channel])
+    assert [n for n, _ in axes] == [2, 3, 20]
+
+
+def test_falls_back_to_numpy_where_the_loop_does_not_fit():
+    steps = (("Add", (0, 1), {}),)
+    x = np.ones((2, 3, 4, 5), np.float32)
+    odd = np.ones((2, 1, 4, 1), np.float32)  # 4 axes left after merging
+    assert fused_jit.run((x, odd), steps) is None
+    assert fused_jit.run((x, np.ones((1, 3, 1, 5), np.float32)), steps) is None
+    assert fused_jit.run((x, x.astype(np.float64)), steps) is None  # mixed dtypes
+    assert fused_jit.run((x.astype(np.float16), x.astype(np.float16)), steps) is None
+    assert fused_jit.run((x, np.ones((3,), np.float32)), steps) is None  # no broadcast
+    assert fused_jit.run((x, x), steps) is not None
+    with jit.disabled():
+        assert fused_jit.run((x, x), steps) is None
+
+
+def test_generated_module_is_written_once_to_the_cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("NETBREW_CACHE_DIR", str(tmp_path))
+    steps = (("Mul", (0, 0), {}), ("HardSigmoid", (RUNNING,), {"alpha": 0.125, "beta": 0.5}))
+    x = np.linspace(-4, 4, 33, dtype=np.float64)
+    y = fused_jit.run((x,), steps)
+    np.testing.assert_allclose(y, np.clip(x * x * 0.125 + 0.5, 0, 1))
+    files = list((tmp_path / "fused").glob("chain_*.py"))
+    assert len(files) == 1 and "0.125" in files[0].read_text()
