@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew.errors import ShapeError
+from netbrew.operators import normalization_jit
 from netbrew.operators.schema import kernel, schema
 
 schema(
@@ -81,6 +82,10 @@ def batch_normalization_cpu(
                 f"BatchNormalization: input {name} has shape {list(p.shape)}, expected ({c},): "
                 f"one value per channel of X {list(x.shape)}"
             )
+    xv = normalization_jit.channels_view(x)
+    if xv is not None:
+        return _batch_normalization_jit(x, xv, scale, b, input_mean, input_var, epsilon,
+                                        momentum, training_mode)  # fmt: skip
     acc = _acc_dtype(x.dtype)
     pshape = (c,) + (1,) * max(x.ndim - 2, 0)
     xf = x.astype(acc, copy=False)
@@ -94,6 +99,26 @@ def batch_normalization_cpu(
     var = xf.var(axis=axes).reshape(pshape)  # biased, as ONNX's reference
     inv = scale.reshape(pshape).astype(acc) / np.sqrt(var + epsilon)
     y = ((xf - mean) * inv + b.reshape(pshape).astype(acc)).astype(x.dtype, copy=False)
+    running_mean = input_mean * momentum + mean.reshape(input_mean.shape) * (1 - momentum)
+    running_var = input_var * momentum + var.reshape(input_var.shape) * (1 - momentum)
+    return (
+        y,
+        running_mean.astype(input_mean.dtype, copy=False),
+        running_var.astype(input_var.dtype, copy=False),
+    )
+
+
+def _batch_normalization_jit(x, xv, scale, b, input_mean, input_var, epsilon, momentum,
+                             training_mode):  # fmt: skip
+    """The numba path of `batch_normalization_cpu`: statistics in float64 (one pass), then
+    Y = X * a + (B - mean * a) in one pass. xv is X viewed as (N, C, S)."""
+    mean, var = normalization_jit.channel_stats(xv, input_mean, input_var, bool(training_mode))
+    a = scale.reshape(-1).astype(np.float64) / np.sqrt(var + epsilon)
+    shift = b.reshape(-1).astype(np.float64) - mean * a
+    y = np.empty(x.shape, x.dtype)
+    normalization_jit.scale_shift(xv, a.astype(x.dtype), shift.astype(x.dtype), y.reshape(xv.shape))
+    if not training_mode:
+        return y, input_mean, input_var
     running_mean = input_mean * momentum + mean.reshape(input_mean.shape) * (1 - momentum)
     running_var = input_var * momentum + var.reshape(input_var.shape) * (1 - momentum)
     return (

@@ -21,6 +21,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError
 from netbrew.netdef.net import op_def
+from netbrew.operators import normalization_jit
 from netbrew.operators.grad_util import copy_attrs, reduce_like
 from netbrew.operators.normalization import _STASH_TYPES, _acc_dtype
 from netbrew.operators.schema import gradient, kernel, schema
@@ -93,6 +94,11 @@ def batch_normalization_gradient_cpu(
     pshape = (c,) + (1,) * max(x.ndim - 2, 0)
     axes = tuple(i for i in range(x.ndim) if i != 1)
     acc = _acc_dtype(x.dtype)
+    xv = normalization_jit.channels_view(x)
+    if xv is not None and (training_mode or (input_mean is not None and input_var is not None)):
+        return _batch_normalization_gradient_jit(
+            x, xv, scale, dy, input_mean, input_var, epsilon, training_mode, output_mask
+        )
     xf, g = x.astype(acc, copy=False), dy.astype(acc, copy=False)
     if training_mode:
         mean, var = xf.mean(axis=axes).reshape(pshape), xf.var(axis=axes).reshape(pshape)
@@ -118,6 +124,28 @@ def batch_normalization_gradient_cpu(
         dx = dx.astype(x.dtype, copy=False)
     d_scale, d_b = (p.reshape(scale.shape).astype(scale.dtype) for p in (d_scale, d_b))
     return dx, d_scale if output_mask[1] else None, d_b if output_mask[2] else None
+
+
+def _batch_normalization_gradient_jit(
+    x, xv, scale, dy, input_mean, input_var, epsilon, training_mode, output_mask
+):
+    """The numba path of `batch_normalization_gradient_cpu`; xv is X viewed as (N, C, S)."""
+    mean, var = normalization_jit.channel_stats(xv, input_mean, input_var, bool(training_mode))
+    inv = 1 / np.sqrt(var + epsilon)
+    dyv = np.ascontiguousarray(dy, dtype=x.dtype).reshape(xv.shape)
+    dx = np.empty(x.shape if output_mask[0] else (0,), x.dtype)
+    d_scale, d_b = np.empty(xv.shape[1]), np.empty(xv.shape[1])
+    gamma = scale.reshape(-1).astype(np.float64)
+    dxv = dx.reshape(xv.shape if dx.size else (0, 0, 0))
+    normalization_jit.batch_norm_backward(
+        xv, dyv, mean, inv, gamma, bool(training_mode), dxv, d_scale, d_b
+    )
+    d_scale, d_b = (p.reshape(scale.shape).astype(scale.dtype) for p in (d_scale, d_b))
+    return (
+        dx if output_mask[0] else None,
+        d_scale if output_mask[1] else None,
+        d_b if output_mask[2] else None,
+    )
 
 
 schema(

@@ -7,7 +7,7 @@ from netbrew import jit
 from netbrew.operators.pool import max_pool_cpu
 from netbrew.operators.pool_grad import max_pool_gradient_cpu
 
-pytestmark = pytest.mark.skipif(not jit.available(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not jit.enabled(), reason="numba is not installed or NETBREW_JIT=0")
 
 CASES = [
     ((2, 3, 7, 9), dict(kernel_shape=[3, 3])),
