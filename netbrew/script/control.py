@@ -261,6 +261,12 @@ def _is_zero(value: Any) -> bool:
 def lower_loop(interp, node: ast.For | ast.While) -> None:
     tracer, env = interp.tracer, interp.env
     if isinstance(node, ast.For):
+        if not isinstance(node.target, ast.Name) or not 1 <= len(node.iter.args) <= 2:
+            raise interp.error(
+                node,
+                "for loop over range",
+                "write `for i in range(n)` or `for i in range(start, stop)`",
+            )
         bounds = [interp.eval(a) for a in node.iter.args]
         start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds
         with tracer.name_scope("trip_count"):

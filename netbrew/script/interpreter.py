@@ -38,6 +38,12 @@ from netbrew.script.values import TensorList, is_runtime, kind_of, with_kind
 _CASTS = (int, float, bool)
 
 
+def _is_range(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+    )
+
+
 class Returned:
     """The value of a `return` that ended a block."""
 
@@ -111,6 +117,8 @@ class Interpreter:
         elif isinstance(stmt, ast.Expr):
             if not isinstance(stmt.value, ast.Constant):  # docstrings
                 self.eval(stmt.value)
+        elif isinstance(stmt, ast.For) and not _is_range(stmt.iter):
+            return self.unrolled_for(stmt)
         elif isinstance(stmt, (ast.For, ast.While)):
             self.in_loop += 1
             try:
@@ -127,10 +135,29 @@ class Interpreter:
             raise self.error(stmt, type(stmt).__name__, "not supported in script")
         return None
 
-    def assign(self, target: ast.expr, value_node: ast.expr) -> None:
-        hint = target.id if isinstance(target, ast.Name) else "value"
-        with self.tracer.name_scope(hint):
-            value = self.eval(value_node)
+    def unrolled_for(self, stmt: ast.For) -> Returned | None:
+        """`for m in self.layers:` over a compile-time sequence: unrolled."""
+        items = self.eval(stmt.iter)
+        if is_runtime(items) or isinstance(items, (TensorList, ShapeOf)):
+            raise self.error(
+                stmt.iter,
+                f"for loop over {ast.unparse(stmt.iter)!r}",
+                "loop over range(n) and index with the counter",
+            )
+        if any(isinstance(n, ast.Break) for n in ast.walk(stmt)):
+            raise self.error(
+                stmt,
+                "break in a loop over a Python sequence",
+                "loop over range(n) to break on a tensor condition",
+            )
+        for item in list(items):
+            self.bind(stmt.target, item)
+            result = self.block(stmt.body)
+            if result is not None:
+                return result
+        return None
+
+    def bind(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
             self.env[target.id] = value
             return
@@ -140,6 +167,12 @@ class Interpreter:
             raise self.error(target, "tuple assignment", want)
         for name, v in zip(target.elts, values):
             self.env[name.id] = v
+
+    def assign(self, target: ast.expr, value_node: ast.expr) -> None:
+        hint = target.id if isinstance(target, ast.Name) else "value"
+        with self.tracer.name_scope(hint):
+            value = self.eval(value_node)
+        self.bind(target, value)
 
     def if_statement(self, stmt: ast.If, rest: list[ast.stmt]) -> Returned | None:
         try:

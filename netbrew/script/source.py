@@ -15,7 +15,14 @@ from typing import Any
 from netbrew.script.errors import Problem, ScriptError, Source
 
 TENSOR, INT, FLOAT, BOOL = "tensor", "int", "float", "bool"
-_ANNOTATIONS = {"Tensor": TENSOR, "ndarray": TENSOR, "int": INT, "float": FLOAT, "bool": BOOL}
+_ANNOTATIONS = {
+    "Tensor": TENSOR,
+    "ndarray": TENSOR,
+    "Any": TENSOR,
+    "int": INT,
+    "float": FLOAT,
+    "bool": BOOL,
+}
 
 # construct -> what to write instead
 _STATEMENTS = {
@@ -200,23 +207,11 @@ class _Checker(ast.NodeVisitor):
         super().generic_visit(node)
 
     def visit_For(self, node: ast.For) -> None:
-        if not isinstance(node.target, ast.Name):
+        if not isinstance(node.target, (ast.Name, ast.Tuple)):
             self.report(node.target, "for loop target", "loop over range(n) with one name")
-        it = node.iter
-        if not (
-            isinstance(it, ast.Call)
-            and isinstance(it.func, ast.Name)
-            and it.func.id == "range"
-            and 1 <= len(it.args) <= 2
-            and not it.keywords
-        ):
-            self.report(
-                it,
-                f"for loop over {ast.unparse(it)!r}",
-                "loop over range(n) or range(start, stop), and index with the counter",
-            )
         if node.orelse:
             self.report(node.orelse[0], "for-else", "set a flag before break and test it after")
+        self.visit(node.iter)
         self._loop(node)
 
     def visit_While(self, node: ast.While) -> None:

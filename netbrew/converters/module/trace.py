@@ -61,6 +61,7 @@ from netbrew.nn._tracer import TracedValue, Tracer, TracerWarning, TracingError
 from netbrew.nn.module import Module
 from netbrew.operators import get_schema
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
+from netbrew.script.nets import deep_reads, subnets
 
 __all__ = ["TracerWarning", "TracingError", "to_model_helper", "trace"]
 
@@ -190,6 +191,7 @@ def _finish(tracer: Tracer, outputs: list[TracedValue], output_names: list[str])
     ops = list(tracer.ops)
     alias: dict[str, str] = {}
     fixed = set(tracer.state) | set(tracer.inputs) | set(tracer.constants)
+    fixed |= {b for op in ops for net in subnets(op) for b in deep_reads(net.op)}
 
     def settle(src: str, dst: str) -> None:
         while src in alias:
@@ -223,7 +225,7 @@ def _build_nets(
 ) -> tuple[NetDef, NetDef]:
     order = [k for k in module.state_dict() if k in tracer.state_arrays]
     state = list(dict.fromkeys([*order, *tracer.state_arrays]))
-    read = {b for op in ops for b in op.input}
+    read = deep_reads(ops)  # scripted submodules' subnets read constants too
     constants = [c for c in tracer.constants if c in read]
     init = Net(f"{name}_init")
     for blob in state:
