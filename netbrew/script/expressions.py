@@ -102,7 +102,10 @@ def binary(op: Any, a: Any, b: Any) -> Any:
     if not is_runtime(a) and not is_runtime(b):
         return op(a, b)
     if op in (operator.floordiv, operator.mod):
-        raise TypeError("// and % on tensors: use F.div and F.floor-free arithmetic instead")
+        raise TypeError(
+            "// and % are folded on Python numbers only; on tensors write a / b (true "
+            "division) or keep the integer arithmetic on Python constants"
+        )
     a, b = _weak(a, b)
     return _result_kind(a, b, op(a, b))
 

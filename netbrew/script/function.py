@@ -55,6 +55,9 @@ class Compiled:
         self.params = {b: ws.fetch_blob(b) for b in ws.blobs()}
         self.runtime = create_runtime(predict_net)
 
+    def nets(self) -> tuple[NetDef, NetDef]:
+        return self.init_net, self.predict_net
+
     def __call__(self, args: list, state: dict[str, Any] | None = None) -> Any:
         blobs = dict(self.params)
         if state:
@@ -135,9 +138,6 @@ class BoundScript:
 
     init_net = property(lambda self: _latest(self._last(), self).init_net)
     predict_net = property(lambda self: _latest(self._last(), self).predict_net)
-
-
-Compiled.nets = lambda self: (self.init_net, self.predict_net)
 
 
 def _latest(compiled: Compiled | None, fn: Any) -> Compiled:

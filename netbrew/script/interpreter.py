@@ -386,7 +386,6 @@ def inline(fn: Any, args: list, kwargs: dict, tracer: Tracer, parsed: Parsed | N
         if key not in names:
             raise TypeError(f"{parsed.source.function} has no argument {key!r}")
         env[key] = value
-    missing = [n for n in names if n not in env]
     defaults = parsed.fn.__defaults__ or ()
     for name, default in zip(names[len(names) - len(defaults) :], defaults):
         env.setdefault(name, default)

@@ -96,3 +96,22 @@ def test_python_constants_resolve_at_compile_time():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     check_all_ways(constant_branches, [x], (x[0, 1:] + (2 * 2 + 3), x[-1]))
     assert not any(op.type == "If" for op in constant_branches.predict_net.op)
+
+
+@netbrew.script
+def nested_with_break(x, limit: float):
+    total = F.zeros(x.shape[1])
+    rows = 0
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            total = total + x[i, j]
+        if total.sum() > limit:
+            break
+        rows = rows + 1  # runs under If(not stop): not on the breaking iteration
+    return total, rows
+
+
+def test_nested_loops_and_statements_after_break():
+    x = np.abs(np.random.default_rng(3).normal(size=(6, 3))).astype(np.float32)
+    for limit in (0.5, 20.0, 1e6):
+        check_all_ways(nested_with_break, [x, limit], nested_with_break.eager(x, limit))
