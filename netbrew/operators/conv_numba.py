@@ -144,9 +144,10 @@ def direct_correlate(
     return y
 
 
-@jit.kernel
-def _epilogue(y, bias, residual, lo, hi):
-    """y[n, m, p] = clamp(y[n, m, p] + bias[m] + residual[n, m, p]), in place."""
+@jit.kernel(parallel=PARALLEL)
+def _epilogue(y, bias, residual, has_residual, lo, hi):
+    """y[n, m, p] = clamp(y[n, m, p] + bias[m] + residual[n, m, p]), in place; the residual
+    only where `has_residual`."""
     batch, channels, positions = y.shape
     for nm in jit.prange(batch * channels):
         n = nm // channels
@@ -155,9 +156,27 @@ def _epilogue(y, bias, residual, lo, hi):
         res = residual[n, m]
         b = bias[m]
         for p in range(positions):
-            v = row[p] + b + res[p]
+            v = row[p] + b
+            if has_residual:
+                v += res[p]
             if v < lo:
                 v = lo
             if v > hi:
                 v = hi
             row[p] = v
+
+
+def epilogue(
+    y: np.ndarray,
+    bias: np.ndarray | None,
+    residual: np.ndarray | None,
+    clamp: tuple[float, float] = NO_CLAMP,
+) -> np.ndarray:
+    """clamp(y + bias (per channel) + residual), in one pass over y (N, M, ...), which must be
+    C-ordered, in place; residual has y's shape. Returns y."""
+    batch, m = y.shape[:2]
+    flat = y.reshape(batch, m, -1)
+    b = np.zeros(m, y.dtype) if bias is None else np.ascontiguousarray(bias, y.dtype)
+    res = flat if residual is None else np.ascontiguousarray(residual).reshape(flat.shape)
+    _epilogue(flat, b, res, residual is not None, float(clamp[0]), float(clamp[1]))
+    return y

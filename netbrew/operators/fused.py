@@ -1,11 +1,16 @@
-"""ConvRelu, GemmRelu and FCRelu: a Conv, Gemm or FC with its Relu fused in.
+"""ConvRelu, GemmRelu and FCRelu: a Conv, Gemm or FC with its Relu fused in; FusedConv: a
+Conv with a residual Add and a Relu or Clip fused in.
 
-Made by netbrew.netdef.passes.fuse_activation for inference: the Relu runs in place on the
-base op's fresh output, so the net holds one blob and one op fewer. Each takes exactly its
-base op's inputs and attributes. Their gradients are Relu's then the base op's
-(netbrew.operators.fused_grad), so a net differentiated after its inference passes gets the
-unfused net's gradients; ONNX export splits them back into the base op and a Relu (see
-netbrew.converters.onnx.fused_to_onnx).
+ConvRelu, GemmRelu and FCRelu are made by netbrew.netdef.passes.fuse_activation for
+inference: the Relu runs in place on the base op's fresh output, so the net holds one blob
+and one op fewer. Each takes exactly its base op's inputs and attributes. FusedConv is made
+by netbrew.netdef.passes.fuse_conv_epilogue: Y = activation(Conv(X, W, B) + Z), as in
+ResNet's blocks (Conv, Add, Relu) and MobileNetV2's (Conv, Clip(0, 6); Conv, Add). With
+the JIT on its bias, residual and activation are one numba pass over the conv's output
+(conv_numba.epilogue); with it off, the Conv, Add, Relu and Clip kernels run in turn, the
+unfused numbers exactly. Their gradients are the unfused ops' (netbrew.operators.fused_grad),
+so a net differentiated after its inference passes gets the unfused net's gradients; ONNX
+export splits them back into the unfused nodes (see netbrew.converters.onnx.fused_to_onnx).
 """
 
 from __future__ import annotations
@@ -14,8 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.operators import conv, matmul  # noqa: F401  (declare the base ops first)
+from netbrew import jit
+from netbrew.errors import SchemaError
+from netbrew.operators import arithmetic, conv, matmul  # noqa: F401  (the base ops first)
+from netbrew.operators.conv_numba import direct_correlate, epilogue, use_direct
 from netbrew.operators.schema import get_kernel, get_schema, kernel, schema
+from netbrew.operators.window import make_window
 from netbrew.operators.zeros import relu
 
 FUSED_RELU: dict[str, str] = {"Conv": "ConvRelu", "Gemm": "GemmRelu", "FC": "FCRelu"}
@@ -56,3 +65,92 @@ def _declare(base: str, fused: str) -> None:
 
 for _base, _fused in FUSED_RELU.items():
     _declare(_base, _fused)
+
+
+ACTIVATIONS = ("", "Relu", "Clip")
+"""FusedConv's `activation` values: none, Relu, Clip(min, max)."""
+
+schema(
+    "FusedConv",
+    inputs=["X", "W", "B?", "Z?", "min?", "max?"],
+    outputs=["Y"],
+    attrs={**conv._ATTRS, "activation": ""},
+    dtypes={0: "float", 1: "float", 2: "float", 3: "float"},
+    onnx=False,
+    doc="Y = activation(Conv(X, W, B) + Z): Z (the residual) optional, added as Add does; "
+    "activation '' (none), 'Relu' or 'Clip' (bounds min, max: optional scalars, as Clip's); "
+    "X, W, B and attributes as Conv's; Y shaped as Add(Conv(X, W, B), Z)",
+)
+
+
+@kernel("FusedConv")
+def fused_conv_cpu(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    z: np.ndarray | None = None,
+    low: np.ndarray | None = None,
+    high: np.ndarray | None = None,
+    *,
+    activation: str = "",
+    **conv_attrs: Any,
+) -> tuple[np.ndarray]:
+    """Conv, then + Z, then Relu or Clip: one numba pass after the conv where the JIT is on,
+    X is float32 or float64 and Z (if given) has the conv output's shape and dtype; else the
+    unfused ops' kernels in turn."""
+    if activation not in ACTIVATIONS:
+        raise SchemaError(
+            f"argument activation={activation!r} is not one of {', '.join(map(repr, ACTIVATIONS))}"
+        )
+    if activation != "Clip" and (low is not None or high is not None):
+        raise SchemaError(f"inputs min and max are Clip's bounds, got activation={activation!r}")
+    clamp = _clamp(activation, low, high, x.dtype)
+    if clamp is not None:
+        y = _fused(x, w, b, z, clamp, conv_attrs)
+        if y is not None:
+            return (y,)
+    (y,) = conv.conv_cpu(x, w, b, **conv_attrs)
+    if z is not None:
+        (y,) = get_kernel("Add")(y, z)
+    if activation == "Relu":
+        y = relu_in_place(y)
+    elif activation == "Clip":
+        (y,) = get_kernel("Clip")(y, low, high)
+    return (y,)
+
+
+def _clamp(activation: str, low, high, dtype) -> tuple[float, float] | None:
+    """(lo, hi) for the numba epilogue, or None where the unfused kernels must run (JIT off,
+    a dtype other than float32/64, bounds that are not scalars of X's dtype: Clip's kernel
+    then checks them and raises as Clip would)."""
+    if not jit.enabled() or dtype not in (np.float32, np.float64):
+        return None
+    bounds = [-np.inf, np.inf]
+    if activation == "Relu":
+        bounds[0] = 0.0
+    for k, bound in enumerate((low, high) if activation == "Clip" else ()):
+        if bound is None:
+            continue
+        if bound.size != 1 or bound.dtype != dtype:
+            return None
+        bounds[k] = float(bound.reshape(()))
+    if bounds[0] > bounds[1]:  # ONNX: every element becomes max
+        bounds[0] = bounds[1]
+    return bounds[0], bounds[1]
+
+
+def _fused(x, w, b, z, clamp, attrs: dict) -> np.ndarray | None:
+    """The conv with the epilogue fused in, or None where Z does not have the conv output's
+    shape and dtype (broadcasting or a mismatch the Add kernel handles or reports)."""
+    group = attrs.get("group", 1)
+    conv.check_conv_operands(x, w, b, group, attrs.get("kernel_shape"), transposed=False)
+    win = make_window(
+        x.shape[2:], w.shape[2:], attrs.get("strides"), attrs.get("dilations"),
+        attrs.get("pads"), attrs.get("auto_pad", "NOTSET"),
+    )  # fmt: skip
+    if z is not None and (z.shape != (x.shape[0], w.shape[0], *win.out) or z.dtype != x.dtype):
+        return None
+    if z is None and use_direct(x.shape[1], group, win):
+        return direct_correlate(x, w, win, b, clamp)
+    y = np.ascontiguousarray(conv.correlate(x, w, win, group))
+    return epilogue(y, b, z, clamp)

@@ -1,5 +1,5 @@
 """Gradients of the ops the inference passes fuse: ConvRelu, GemmRelu, FCRelu, ConvWinograd,
-ConvWinogradRelu and ConvShuffle.
+ConvWinogradRelu, ConvShuffle and FusedConv.
 
 Each maker hands the work to the gradient makers of the ops the fused op stands for, so a
 net differentiated after its inference passes gets the gradient ops, and the numbers, that
@@ -16,6 +16,9 @@ the unfused net would:
                                     ConvShuffleOutputGradient takes the result back through
                                     the Reshape, Transpose and Reshape to the conv's output
                                     dZ, then Conv's gradient on dZ
+    FusedConv(X, W, B, Z, min, max)  ReluGradient(Y, dY) for Relu; for Clip, the conv (and
+                                    the Add) run again for ClipGradient's input; Add's
+                                    gradient to Z and the conv's output; Conv's gradient
 
 The Relu step reads Y, the fused op's output, which is the Relu's output: exactly what
 Relu's own maker reads in the unfused net.
@@ -167,3 +170,33 @@ def conv_shuffle_output_gradient_cpu(
     check_grad_shape(dy, reshape_dims(swapped, shape), "ConvShuffle's output Y")
     dz = np.swapaxes(dy.reshape(swapped), 1, 2)
     return (np.ascontiguousarray(dz).reshape(z_shape),)
+
+
+@gradient("FusedConv")
+def fused_conv_grad(op, g_out, g_in):
+    """The unfused ops' gradients in reverse: the activation's, Add's, then Conv's."""
+    activation = copy_attrs(op).get("activation", "")
+    x, w, b, z, low, high = [*op.input, *[""] * 6][:6]
+    conv = base_op(op, "Conv", [x, w, b] if b else [x, w], drop=("activation",))
+    dy, ops = g_out[0], []
+    conv_out = tmp(g_out[0], "conv_out")
+    if z or activation == "Clip":  # Add's gradient reduces like it; ClipGradient reads it
+        ops.append(op_def("Conv", list(conv.input), [conv_out], **copy_attrs(conv)))
+    if activation == "Relu":
+        relu_ops, dy = through_relu(op, dy)
+        ops += relu_ops
+    elif activation == "Clip":
+        before = conv_out
+        if z:
+            before = tmp(g_out[0], "sum")
+            ops.append(op_def("Add", [conv_out, z], [before]))
+        clip = op_def("Clip", [before, low, high], [op.output[0]])
+        ops += GRADIENTS["Clip"](clip, [dy], [tmp(g_out[0], "before_clip")])
+        dy = tmp(g_out[0], "before_clip")
+    if z:
+        d_conv = tmp(g_out[0], "conv")
+        ops += GRADIENTS["Add"](
+            op_def("Add", [conv_out, z], [op.output[0]]), [dy], [d_conv, g_in[3]]
+        )
+        dy = d_conv
+    return ops + base_gradient(conv, dy, g_in[: len(conv.input)])

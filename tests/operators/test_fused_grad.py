@@ -117,6 +117,31 @@ def test_relu_fused_gradient_is_relus_then_the_base_ops(fused, base):
     assert list(ops[1].output)[:2] == ["x_grad", "w_grad"]
 
 
+# FusedConv
+
+FUSED_CONV_CASES = [  # (X shape, W shape, attrs, residual?, activation, bounds)
+    ((2, 3, 5, 5), (4, 3, 1, 1), {}, True, "Relu", ()),
+    ((1, 4, 6, 6), (4, 1, 3, 3), {"group": 4, "pads": [1] * 4}, False, "Clip", (-0.3, 0.4)),
+    ((1, 4, 6, 6), (4, 2, 3, 3), {"group": 2, "strides": [2, 2]}, True, "Clip", (-0.2, 0.3)),
+    ((1, 3, 5, 5), (2, 3, 3, 3), {"pads": [1] * 4}, True, "", ()),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs, with_z, activation, bounds", FUSED_CONV_CASES)
+def test_fused_conv_gradient(x_shape, w_shape, attrs, with_z, activation, bounds):
+    x, w, b = rand(*x_shape, seed=1), rand(*w_shape, seed=2), rand(w_shape[0], seed=3)
+    (y,) = run_op("Conv", [x, w, b], **attrs)
+    z = rand(*y.shape, seed=4) if with_z else None
+    inputs = [x, w, b, z, *(np.array(v, np.float32) for v in bounds)]
+    if activation:  # the activation masks some of the gradient
+        (out,) = run_op("FusedConv", inputs, activation=activation, **attrs)
+        assert (out != y + (0 if z is None else z)).any()
+    wrt = [0, 1, 2, 3] if with_z else [0, 1, 2]
+    check_gradient(
+        "FusedConv", inputs, wrt=wrt, eps=EPS, max_points=30, activation=activation, **attrs
+    )
+
+
 # ConvWinograd, ConvWinogradRelu
 
 

@@ -119,3 +119,26 @@ def conv_shuffle_to_onnx(op: OperatorDef) -> Converted:
         for dims, name in zip((grouped, final), shapes)
     ]
     return Converted(nodes, initializers)
+
+
+@to_onnx("FusedConv")
+def fused_conv_to_onnx(op: OperatorDef) -> Converted:
+    """FusedConv(X, W, B, Z, min, max) -> Conv, then Add of Z, then Relu or Clip: the nodes
+    the fuse_conv_epilogue pass fused."""
+    attrs = args_dict(op.arg)
+    activation = attrs.pop("activation", "")
+    x, w, b, z, low, high = [*op.input, *[""] * 6][:6]
+    out = op.output[0]
+    steps = [("Add", [z])] if z else []
+    steps += {"Relu": [("Relu", [])], "Clip": [("Clip", [low, high])]}.get(activation, [])
+    names = [f"{out}__conv", *(f"{out}__{kind.lower()}" for kind, _ in steps[:-1]), out]
+    conv_in = [x, w, b] if b else [x, w]
+    nodes = [helper.make_node("Conv", conv_in, [names[0]], name=op.name or None, **attrs)]
+    for (kind, extra), src, dst in zip(steps, names, names[1:]):
+        inputs = [src, *extra]
+        while inputs[-1] == "":
+            inputs.pop()
+        nodes.append(helper.make_node(kind, inputs, [dst], name=f"{dst}__{kind.lower()}"))
+    if not steps:
+        nodes[0].output[0] = out
+    return Converted(nodes)

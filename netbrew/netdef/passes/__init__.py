@@ -13,7 +13,7 @@ from netbrew.netdef.passes.cse import eliminate_common_subexpressions
 from netbrew.netdef.passes.dead_code import eliminate_dead_code
 from netbrew.netdef.passes.elementwise_fusion import fuse_elementwise
 from netbrew.netdef.passes.fold_batchnorm import fold_batch_norm
-from netbrew.netdef.passes.fusion import fuse_activation
+from netbrew.netdef.passes.fusion import fuse_activation, fuse_conv_epilogue
 from netbrew.netdef.passes.memonger import share_blobs
 from netbrew.netdef.passes.winograd import winograd_convs
 from netbrew.proto.netbrew_pb2 import NetDef
@@ -56,11 +56,12 @@ def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: I
 
 def rewrite_for_inference(net: NetDef, params: dict, device: str = "cpu") -> tuple[NetDef, dict]:
     """The level-2 rewrites that read the parameters, in order: BatchNormalization folding,
-    Relu fusion, Winograd convs, channel-shuffle folding. Returns (new NetDef, new params);
+    Relu fusion, conv epilogue fusion (residual Add, Relu, Clip), Winograd convs,
+    channel-shuffle folding. Returns (new NetDef, new params);
     neither input is modified. For a GPU `device` the last two, which lay out work for
     NumPy's BLAS on the CPU, are left out: the CUDA convolutions run the plain ops."""
     net, params = fold_batch_norm(net, params)
-    net = fuse_activation(net)
+    net = fuse_conv_epilogue(fuse_activation(net), params)
     if device != "cpu":
         return net, params
     net, params = winograd_convs(net, params)
@@ -80,6 +81,7 @@ __all__ = [
     "fold_batch_norm",
     "fold_constants",
     "fuse_activation",
+    "fuse_conv_epilogue",
     "fuse_elementwise",
     "optimize",
     "rewrite_for_inference",

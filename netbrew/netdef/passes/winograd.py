@@ -93,7 +93,7 @@ def _conv_fed(net: NetDef) -> set[str]:
     for op in net.op:
         for slot, name in enumerate(op.input):
             readers.setdefault(name, set()).add(op.type if slot == 0 else "")
-    convs = set(WINOGRAD) | set(WINOGRAD.values())
+    convs = set(WINOGRAD) | set(WINOGRAD.values()) | {"FusedConv"}
     outputs = set(net.external_output)
     return {name for name, kinds in readers.items() if kinds <= convs and name not in outputs}
 

@@ -1,10 +1,12 @@
-"""fuse_activation turns Conv/FC + Relu into ConvRelu/FCRelu with the same numbers."""
+"""fuse_activation turns Conv/FC + Relu into ConvRelu/FCRelu, fuse_conv_epilogue Conv + Add
+and/or Relu or Clip into FusedConv, with the same numbers."""
 
 import numpy as np
 from _nets import assert_same, conv_bn_net, count
 
 from netbrew.netdef import op_def
-from netbrew.netdef.passes import fold_batch_norm, fuse_activation
+from netbrew.netdef.args import args_dict
+from netbrew.netdef.passes import fold_batch_norm, fuse_activation, fuse_conv_epilogue
 from netbrew.proto.netbrew_pb2 import NetDef
 
 
@@ -32,3 +34,92 @@ def test_gemm_relu_with_a_second_reader_is_not_fused():
     rng = np.random.default_rng(0)
     feeds = {k: rng.normal(size=(3, 3)).astype(np.float32) for k in "ab"}
     assert_same(net, out, feeds)
+
+
+def _residual_block(tail):
+    """x -> Conv a; x -> Conv s (the shortcut, written after a); Sum(a, s) -> `tail` ops."""
+    net = NetDef(name="res", external_input=["x", "wa", "ba", "ws", "lo", "hi"])
+    net.external_output.append("y")
+    net.op.extend(
+        [
+            op_def("Conv", ["x", "wa", "ba"], ["a"], pads=[1, 1, 1, 1]),
+            op_def("Conv", ["x", "ws"], ["s"]),
+            op_def("Sum", ["a", "s"], ["t"]),
+            *tail,
+        ]
+    )
+    return net
+
+
+def _feeds():
+    rng = np.random.default_rng(0)
+    return {
+        "x": rng.normal(size=(2, 3, 5, 5)).astype(np.float32),
+        "wa": rng.normal(size=(4, 3, 3, 3)).astype(np.float32),
+        "ba": rng.normal(size=4).astype(np.float32),
+        "ws": rng.normal(size=(4, 3, 1, 1)).astype(np.float32),
+        "lo": np.array(-0.5, np.float32),
+        "hi": np.array(1.0, np.float32),
+    }
+
+
+def test_conv_add_relu_becomes_one_fused_conv_where_the_add_ran():
+    net = _residual_block([op_def("Relu", ["t"], ["y"])])
+    feeds = _feeds()
+    out = fuse_conv_epilogue(net, feeds)
+    assert [op.type for op in out.op] == ["Conv", "FusedConv"]  # the shortcut conv stays
+    fused = out.op[1]
+    assert list(fused.input) == ["x", "wa", "ba", "s"] and list(fused.output) == ["y"]
+    assert args_dict(fused.arg)["activation"] == "Relu"
+    assert_same(net, out, feeds)
+
+
+def test_conv_clip_and_conv_add_clip_fuse_with_constant_bounds():
+    net = _residual_block([op_def("Clip", ["t", "lo", "hi"], ["y"])])
+    feeds = _feeds()
+    out = fuse_conv_epilogue(net, feeds)
+    assert [op.type for op in out.op] == ["Conv", "FusedConv"]
+    assert list(out.op[1].input) == ["x", "wa", "ba", "s", "lo", "hi"]
+    assert_same(net, out, feeds)
+    lone = NetDef(name="c", external_input=["x", "ws", "hi"], external_output=["y"])
+    lone.op.extend([op_def("Conv", ["x", "ws"], ["c"]), op_def("Clip", ["c", "", "hi"], ["y"])])
+    out = fuse_conv_epilogue(lone, feeds)
+    assert [op.type for op in out.op] == ["FusedConv"]
+    assert list(out.op[0].input) == ["x", "ws", "", "", "", "hi"]
+    assert_same(lone, out, feeds)
+
+
+def test_clip_bounds_must_be_unwritten_params():
+    net = _residual_block([op_def("Clip", ["t", "lo", "hi"], ["y"])])
+    feeds = _feeds()
+    assert count(fuse_conv_epilogue(net, {}), "FusedConv") == 1  # bounds unknown: Add only
+    assert count(fuse_conv_epilogue(net, {}), "Clip") == 1
+    written = _residual_block(
+        [op_def("Abs", ["lo"], ["lo2"]), op_def("Clip", ["t", "lo2", "hi"], ["y"])]
+    )
+    out = fuse_conv_epilogue(written, feeds)
+    assert count(out, "Clip") == 1 and count(out, "FusedConv") == 1
+
+
+def test_lone_relu_second_reader_and_overwritten_input_are_left_alone():
+    feeds = _feeds()
+    lone = NetDef(name="r", external_input=["x", "ws"], external_output=["y"])
+    lone.op.extend([op_def("Conv", ["x", "ws"], ["c"]), op_def("Relu", ["c"], ["y"])])
+    assert [op.type for op in fuse_conv_epilogue(lone, feeds).op] == ["Conv", "Relu"]
+    shared = _residual_block([op_def("Relu", ["t"], ["y"]), op_def("Sigmoid", ["t"], ["z"])])
+    shared.external_output.append("z")
+    out = fuse_conv_epilogue(shared, feeds)
+    assert [op.type for op in out.op] == ["Conv", "FusedConv", "Relu", "Sigmoid"]  # Add only
+    assert_same(shared, out, feeds)
+    # x is overwritten before the Sum: a fused op there would read the wrong x
+    clobbered = NetDef(name="o", external_input=["x", "wa", "ba", "ws"], external_output=["y"])
+    clobbered.op.extend(
+        [
+            op_def("Conv", ["x", "wa", "ba"], ["a"], pads=[1, 1, 1, 1]),
+            op_def("Conv", ["x", "ws"], ["s"]),
+            op_def("Relu", ["x"], ["x"]),
+            op_def("Sum", ["a", "s"], ["y"]),
+        ]
+    )
+    out = fuse_conv_epilogue(clobbered, feeds)
+    assert [op.type for op in out.op] == ["Conv", "Conv", "Relu", "Sum"]
