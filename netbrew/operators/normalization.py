@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew.errors import ShapeError
-from netbrew.operators import normalization_jit
+from netbrew.operators import layernorm_jit, normalization_jit
 from netbrew.operators.schema import kernel, schema
 
 schema(
@@ -173,7 +173,11 @@ def layer_normalization_cpu(
     _check_unidirectional("Scale", scale, x)
     if b is not None:
         _check_unidirectional("B", b, x)
-    axes = tuple(range(axis % x.ndim, x.ndim))
+    axis %= x.ndim
+    jitted = _layer_normalization_jit(x, scale, b, axis, epsilon, stash_type)
+    if jitted is not None:
+        return jitted
+    axes = tuple(range(axis, x.ndim))
     xs = x.astype(_STASH_TYPES[stash_type], copy=False)
     mean = xs.mean(axis=axes, keepdims=True)
     d = xs - mean
@@ -182,6 +186,26 @@ def layer_normalization_cpu(
     if b is not None:
         y = y + b
     return y.astype(x.dtype, copy=False), mean, inv_std
+
+
+def _layer_normalization_jit(x, scale, b, axis, epsilon, stash_type):
+    """The numba path of `layer_normalization_cpu` (statistics in float64), or None where
+    it does not apply (see layernorm_jit.rows_view and row_param)."""
+    xv = layernorm_jit.rows_view(x, axis, stash_type)
+    if xv is None:
+        return None
+    scale_row, b_row = (layernorm_jit.row_param(p, x, axis) for p in (scale, b))
+    if scale_row is None or (b is not None and b_row is None):
+        return None
+    y = np.empty(x.shape, x.dtype)
+    mean, inv_std = np.empty(xv.shape[0]), np.empty(xv.shape[0])
+    layernorm_jit.layer_norm_forward(
+        xv, scale_row, scale_row if b_row is None else b_row, b_row is not None,
+        float(epsilon), y.reshape(xv.shape), mean, inv_std,
+    )  # fmt: skip
+    stats_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
+    stash = _STASH_TYPES[stash_type]
+    return y, mean.astype(stash).reshape(stats_shape), inv_std.astype(stash).reshape(stats_shape)
 
 
 @kernel("Dropout")

@@ -21,7 +21,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError
 from netbrew.netdef.net import op_def
-from netbrew.operators import normalization_jit
+from netbrew.operators import layernorm_jit, normalization_jit
 from netbrew.operators.grad_util import copy_attrs, reduce_like
 from netbrew.operators.normalization import _STASH_TYPES, _acc_dtype
 from netbrew.operators.schema import gradient, kernel, schema
@@ -200,7 +200,13 @@ def layer_normalization_gradient_cpu(
     stash = _STASH_TYPES.get(stash_type)
     if stash is None:
         raise ValueError(f"LayerNormalizationGradient: stash_type={stash_type} is not supported")
-    axes = tuple(range(axis % x.ndim, x.ndim))
+    axis %= x.ndim
+    jitted = _layer_normalization_gradient_jit(
+        x, scale, dy, d_mean, d_inv_std, axis, epsilon, stash_type, output_mask
+    )
+    if jitted is not None:
+        return jitted
+    axes = tuple(range(axis, x.ndim))
     n = math.prod(x.shape[a] for a in axes)
     xs = x.astype(stash, copy=False)
     d = xs - xs.mean(axis=axes, keepdims=True)
@@ -221,6 +227,34 @@ def layer_normalization_gradient_cpu(
         d_scale = sum_to_shape(dy.astype(stash, copy=False) * xhat, scale.shape)
         d_scale = d_scale.astype(scale.dtype, copy=False)
     return dx, d_scale
+
+
+def _layer_normalization_gradient_jit(
+    x, scale, dy, d_mean, d_inv_std, axis, epsilon, stash_type, output_mask
+):
+    """The numba path of `layer_normalization_gradient_cpu`, or None where it does not
+    apply (see layernorm_jit.rows_view and row_param)."""
+    xv = layernorm_jit.rows_view(x, axis, stash_type)
+    scale_row = None if xv is None else layernorm_jit.row_param(scale, x, axis)
+    if scale_row is None or dy.shape != x.shape:
+        return None
+    rows = xv.shape[0]
+    dyv = np.ascontiguousarray(dy, dtype=x.dtype).reshape(xv.shape)
+    stats = [
+        np.empty(0) if s is None else np.ascontiguousarray(s, np.float64).reshape(rows)
+        for s in (d_mean, d_inv_std)
+    ]
+    dx = np.empty(x.shape if output_mask[0] else (0,), x.dtype)
+    parts = np.empty((min(layernorm_jit.CHUNKS, rows), xv.shape[1]))
+    layernorm_jit.layer_norm_backward(
+        xv, scale_row, dyv, *stats, float(epsilon), dx.reshape(xv.shape if dx.size else (0, 0)),
+        parts,
+    )  # fmt: skip
+    d_scale = None
+    if output_mask[1]:
+        total = parts.sum(axis=0).reshape((1,) * axis + x.shape[axis:])
+        d_scale = sum_to_shape(total, scale.shape).astype(scale.dtype, copy=False)
+    return (dx if output_mask[0] else None), d_scale
 
 
 schema(
