@@ -3,33 +3,43 @@ digits) and a ResNet-18-sized net (batch 32 on 32x32 images).
 
 Each net is built twice, with brew in netbrew and as an nn.Module in torch, with the same
 layers and the same step: softmax cross-entropy, SGD with Nesterov momentum 0.9 and weight
-decay 1e-4 (the demo's build_sgd), learning rate 0.05. Both run in this process on the same
-data with the same thread count (--threads: the BLAS behind NumPy, numba and
-torch.set_num_threads). The steps are interleaved, netbrew then torch, so that a slow spell
-of a shared machine falls on both; prints medians, fastest steps and netbrew/PyTorch ratios.
+decay 1e-4 (the demo's build_sgd), learning rate 0.05, on the same data with the same thread
+count (--threads: the BLAS behind NumPy, numba and torch.set_num_threads).
+
+Each runtime times its steps in its own spawned process, in alternating rounds (netbrew,
+then torch, --rounds times), as benchmarks/zoo.py does: so a slow spell of a shared machine
+falls on both, and neither one's idle OpenMP threads spin on the cores the other needs.
+netbrew sets OMP_WAIT_POLICY=PASSIVE for numba (netbrew.jit); torch's process gets the
+environment this script started with. Prints medians, fastest steps and netbrew/PyTorch
+ratios.
 
 resnet18 is the CIFAR form of ResNet-18: a 3x3 stem of 64 without max pooling, basic blocks
 [2, 2, 2, 2] of widths 64, 128, 256, 512 (stride 2 and a 1x1 projection at the start of
 the last three stages), BatchNorm and Relu, global average pooling and a 10-way FC; 11.2M
 parameters.
 
-    python benchmarks/train_step.py [--threads 2] [--steps 20] [--models lenet resnet18]
+    python benchmarks/train_step.py [--threads 2] [--steps 20] [--rounds 2]
+        [--models lenet resnet18]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-import numpy as np
+WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")  # as started, before netbrew.jit sets it
 
-from netbrew import brew
-from netbrew.brew import ModelHelper
-from netbrew.executor import Workspace
+import numpy as np  # noqa: E402
+
+from netbrew import brew  # noqa: E402
+from netbrew.brew import ModelHelper  # noqa: E402
+from netbrew.executor import Workspace  # noqa: E402
 
 MODELS = ("lenet", "resnet18")
 BATCH = {"lenet": 64, "resnet18": 32}
@@ -42,6 +52,7 @@ def parse(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=20, help="timed steps per runtime")
+    parser.add_argument("--rounds", type=int, default=2, help="processes per runtime")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument(
@@ -173,19 +184,53 @@ def batch_of(name: str, batch: int) -> tuple[np.ndarray, np.ndarray]:
     return x, rng.integers(0, 10, batch).astype(np.int32)
 
 
-def interleave(steps: dict[str, Callable[[], float]], n: int, warmup: int) -> dict[str, list]:
-    """Times n steps of each runtime, taking them in turn; runtime -> step seconds."""
-    for _ in range(warmup):
-        for step in steps.values():
-            step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for i in range(n):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - start)
-        if i % max(1, n // 5) == 0:
-            print(f"  step {i + 1}/{n}", file=sys.stderr)
+def worker(runtime: str, name: str, batch: int, widths, steps: int, args, queue) -> None:
+    """In a spawned process: time `steps` steps of `runtime` after the warm-up ones."""
+    if runtime == "PyTorch":  # torch's OpenMP reads this when torch loads
+        if WAIT_POLICY is None:
+            os.environ.pop("OMP_WAIT_POLICY", None)
+        else:
+            os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
+    try:
+        with threads(args.threads):
+            x, y = batch_of(name, batch)
+            step = (netbrew_step if runtime == "netbrew" else torch_step)(name, x, y, widths)
+            for _ in range(args.warmup):
+                step()
+            times = []
+            for _ in range(steps):
+                start = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - start)
+        queue.put(("ok", times))
+    except ImportError as e:
+        queue.put(("missing", str(e)))
+    except Exception as e:  # reported by the parent, which names the runtime
+        queue.put(("error", f"{type(e).__name__}: {e}"))
+
+
+def rounds(name: str, batch: int, widths, args) -> dict[str, list[float]]:
+    """runtime -> step seconds, from args.rounds alternating processes per runtime."""
+    ctx = mp.get_context("spawn")
+    per_round = max(1, -(-args.steps // args.rounds))
+    times: dict[str, list[float]] = {"netbrew": [], "PyTorch": []}
+    for r in range(args.rounds):
+        for runtime in list(times):
+            queue = ctx.Queue()
+            proc = ctx.Process(
+                target=worker, args=(runtime, name, batch, widths, per_round, args, queue)
+            )
+            proc.start()
+            status, value = queue.get()
+            proc.join()
+            if status == "missing" and runtime == "PyTorch":
+                print("PyTorch is not installed: pip install torch==2.13.0 for the comparison")
+                del times[runtime]
+            elif status != "ok":
+                raise RuntimeError(f"{runtime} {name} step failed in its process: {value}")
+            else:
+                times[runtime] += value
+        print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr)
     return times
 
 
@@ -216,9 +261,7 @@ def threads(n: int) -> Iterator[None]:
 
 
 def main(argv=None) -> int:
-    args = parse(argv)
-    with threads(args.threads):
-        run(args)
+    run(parse(argv))
     return 0
 
 
@@ -226,15 +269,9 @@ def run(args: argparse.Namespace) -> None:
     widths = tuple(args.width * 2**i for i in range(4))
     for name in args.models:
         batch = args.batch or BATCH[name]
-        x, y = batch_of(name, batch)
-        steps = {"netbrew": netbrew_step(name, x, y, widths)}
-        try:
-            steps["PyTorch"] = torch_step(name, x, y, widths)
-        except ImportError:
-            print("PyTorch is not installed: pip install torch==2.13.0 for the comparison")
         print(f"{name} training step, batch {batch}, {args.threads} threads, {args.steps} "
-              "steps each, interleaved")  # fmt: skip
-        times = interleave(steps, args.steps, args.warmup)
+              f"steps each in {args.rounds} alternating processes")  # fmt: skip
+        times = rounds(name, batch, widths, args)
         for runtime, ts in times.items():
             print(f"  {runtime:<8} median {statistics.median(ts) * 1e3:9.2f} ms, "
                   f"fastest {min(ts) * 1e3:9.2f} ms")  # fmt: skip

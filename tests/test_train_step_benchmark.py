@@ -1,5 +1,5 @@
 """benchmarks/train_step.py: the brew and torch ResNet-18s are the same net, netbrew's step
-trains, and the script prints both models' interleaved timings and ratios."""
+trains, and the script prints both models' timings from alternating processes and ratios."""
 
 import numpy as np
 import pytest
@@ -38,13 +38,14 @@ def test_netbrew_resnet18_step_lowers_the_loss(train_step):
     assert losses[-1] < 0.7 * losses[0]  # one fixed batch: SGD fits it
 
 
-def test_main_prints_interleaved_times_and_ratios(train_step, capsys):
+def test_main_prints_alternating_times_and_ratios(train_step, capsys):
     pytest.importorskip("torch")
     args = ["--steps", "2", "--warmup", "1", "--batch", "4", "--width", "4", "--threads", "1"]
-    assert train_step.main(args) == 0
+    assert train_step.main([*args, "--rounds", "2"]) == 0
     out = capsys.readouterr().out
     for name in ("lenet", "resnet18"):
-        block = out.split(f"{name} training step, batch 4, 1 threads, 2 steps each")[1]
+        head = f"{name} training step, batch 4, 1 threads, 2 steps each in 2 alternating processes"
+        block = out.split(head)[1]
         lines = block.splitlines()[1:4]
         assert lines[0].split()[0] == "netbrew" and lines[1].split()[0] == "PyTorch"
         ours, theirs = float(lines[0].split()[2]), float(lines[1].split()[2])
