@@ -8,18 +8,9 @@ import numpy as np
 
 from netbrew.brew.initializers import add_given_fill
 from netbrew.netdef.net import Net
+from netbrew.netdef.passes._graph import subnets
 from netbrew.netdef.passes.dead_code import eliminate_dead_code
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
-
-
-def subnets(op: OperatorDef) -> list[NetDef]:
-    """The NetDefs an op holds as arguments (If's branches, Loop's body)."""
-    nets = []
-    for arg in op.arg:
-        nets.extend(arg.nets)
-        if arg.HasField("n"):
-            nets.append(arg.n)
-    return nets
 
 
 def deep_reads(ops: Any) -> set[str]:

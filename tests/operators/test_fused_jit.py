@@ -5,7 +5,7 @@ import pytest
 
 from netbrew import jit
 from netbrew.operators import fused_jit
-from netbrew.operators.fused_elementwise import ABSENT, RUNNING, fused_elementwise_cpu
+from netbrew.operators.fused_elementwise import ABSENT, RUNNING, _plan, fused_elementwise_cpu
 
 pytestmark = pytest.mark.skipif(not jit.enabled(), reason="numba is not installed or NETBREW_JIT=0")
 
@@ -77,7 +77,7 @@ def test_merged_axes_merge_what_every_array_walks_alike():
 
 
 def test_falls_back_to_numpy_where_the_loop_does_not_fit():
-    steps = (("Add", (0, 1), {}),)
+    steps = _plan(("Add",), (0, 1), (), 2)
     x = np.ones((2, 3, 4, 5), np.float32)
     odd = np.ones((2, 1, 4, 1), np.float32)  # 4 axes left after merging
     assert fused_jit.run((x, odd), steps) is None
@@ -92,9 +92,9 @@ def test_falls_back_to_numpy_where_the_loop_does_not_fit():
 
 def test_generated_module_is_written_once_to_the_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("NETBREW_CACHE_DIR", str(tmp_path))
-    steps = (("Mul", (0, 0), {}), ("HardSigmoid", (RUNNING,), {"alpha": 0.125, "beta": 0.5}))
+    steps = _plan(("Mul", "HardSigmoid"), (0, 0, RUNNING), (0.125, 0.5), 1)
     x = np.linspace(-4, 4, 33, dtype=np.float64)
-    y = fused_jit.run((x,), steps)
+    (y,) = fused_jit.run((x,), steps)
     np.testing.assert_allclose(y, np.clip(x * x * 0.125 + 0.5, 0, 1))
     files = list((tmp_path / "fused").glob("chain_*.py"))
     assert len(files) == 1 and "0.125" in files[0].read_text()

@@ -20,6 +20,16 @@ def copy_net(net: NetDef, ops: Iterable[OperatorDef]) -> NetDef:
     return out
 
 
+def subnets(op: OperatorDef) -> list[NetDef]:
+    """The NetDefs an op holds as arguments (If's branches, Loop's and Scan's bodies)."""
+    nets = []
+    for arg in op.arg:
+        nets.extend(arg.nets)
+        if arg.HasField("n"):
+            nets.append(arg.n)
+    return nets
+
+
 def op_schema(op_type: str):
     """The op's schema, or None for an unknown op (imported late: operators import netdef)."""
     from netbrew.operators import SCHEMAS

@@ -12,7 +12,7 @@ step); a single generated kernel per chain would.
 from __future__ import annotations
 
 from netbrew.errors import SchemaError, ShapeError
-from netbrew.operators.fused_elementwise import ABSENT, RUNNING, _plan
+from netbrew.operators.fused_elementwise import ABSENT, STEP, _plan
 from netbrew.operators.schema import KERNELS, get_schema
 from netbrew.operators.schema import kernel as register
 
@@ -29,19 +29,20 @@ def step_kernel(op: str, k: int):
 
 
 @register("FusedElementwise", device="cuda")
-def fused_elementwise_cuda(*inputs, ops, slots, params, blobs, names):
-    steps = _plan(tuple(ops), tuple(slots), tuple(params), len(inputs))
-    kernels = [step_kernel(op, k) for k, (op, _, _) in enumerate(steps)]  # all, up front
-    y = None
-    for k, ((op, where, attrs), fn) in enumerate(zip(steps, kernels)):
-        args = [y if c == RUNNING else None if c == ABSENT else inputs[c] for c in where]
+def fused_elementwise_cuda(*inputs, ops, slots, results=(), params=(), blobs=(), names=()):
+    plan = _plan(tuple(ops), tuple(slots), tuple(params), len(inputs), tuple(results))
+    kernels = [step_kernel(op, k) for k, (op, _, _) in enumerate(plan.steps)]  # all, up front
+    values = []
+    for k, ((op, where, attrs), fn) in enumerate(zip(plan.steps, kernels)):
+        args = [values[STEP - c] if c <= STEP else None if c == ABSENT else inputs[c]
+                for c in where]  # fmt: skip
         while args and args[-1] is None:  # trailing omitted optionals (Clip's bounds)
             args.pop()
         schema = get_schema(op)
         given = schema.parse_attrs(attrs, f"FusedElementwise step {k} ({op})")
         try:
             schema.check_dtypes(args)
-            (y,) = fn(*args, **given)[:1]
+            values.append(fn(*args, **given)[0])
         except (SchemaError, ShapeError) as e:
             raise type(e)(f"step {k} ({op}): {e}") from e
-    return (y,)
+    return tuple(values[o] for o in plan.outputs)

@@ -147,7 +147,7 @@ def test_optimize_shares_at_level_2_and_keeps_what_it_is_told():
     net = _deep()
     assert _names(optimize(net, level=1)) == _names(net)
     out = optimize(net, level=2)
-    assert len(_names(out)) <= 3
+    assert len(_names(out)) <= 4  # fusion leaves a3, a4 live together (two outputs), a5...
     feeds = {"x": np.random.default_rng(3).normal(size=(2, 5)).astype(np.float32)}
     _same_bits(net, out, feeds)
     kept = optimize(net, level=2, keep=["a4"])
