@@ -104,13 +104,21 @@ class Kernel:
         return result
 
 
-def kernel(fn: Callable | None = None, *, parallel: bool = True, fastmath: bool = False):
+def kernel(
+    fn: Callable | None = None,
+    *,
+    parallel: bool = True,
+    fastmath: bool | set[str] = False,
+    error_model: str = "python",
+):
     """Decorate a plain-loop function as a numba kernel (`@jit.kernel` or
     `@jit.kernel(parallel=False)`). `parallel` lets `jit.prange` loops run on all cores;
     `fastmath` allows reassociating float sums (leave it off where the NumPy kernel is an
-    exact oracle)."""
+    exact oracle), or names LLVM's flags ({"reassoc", "contract"}); `error_model="numpy"`
+    lets x / 0 give inf or nan as NumPy does, where Python's model raises, and so tests
+    every division, which keeps loops with one from vectorizing."""
 
     def wrap(f: Callable) -> Kernel:
-        return Kernel(f, parallel=parallel, fastmath=fastmath)
+        return Kernel(f, parallel=parallel, fastmath=fastmath, error_model=error_model)
 
     return wrap(fn) if fn is not None else wrap
