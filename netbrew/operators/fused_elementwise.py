@@ -492,11 +492,12 @@ def expand(op: OperatorDef) -> list[OperatorDef]:
     blobs, names = list(given.get("blobs", [])), list(given.get("names", []))
     out_of = {k: op.output[i] for i, k in enumerate(plan.outputs)}
     # an output written over an input that a later step still reads is written last
+    inputs = list(op.input)
     late = {
         k: name
         for k, name in out_of.items()
-        if name in op.input
-        and any(op.input.index(name) in where for _, where, _ in plan.steps[k + 1 :])
+        if name in inputs
+        and any(inputs.index(name) in where for _, where, _ in plan.steps[k + 1 :])
     }
     taken = {*op.input, *op.output}
     out, results, p = [], [], 0

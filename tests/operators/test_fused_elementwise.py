@@ -11,8 +11,9 @@ from netbrew.converters.onnx.to_onnx import CONVERTERS
 from netbrew.errors import OperatorError, SchemaError
 from netbrew.executor import Workspace
 from netbrew.netdef import lint_problems, op_def
+from netbrew.netdef.args import args_dict, make_arg
 from netbrew.operators import GRADIENTS
-from netbrew.operators.fused_elementwise import expand, fuse_chain
+from netbrew.operators.fused_elementwise import RUNNING, expand, fuse_chain, fuse_steps
 from netbrew.proto.netbrew_pb2 import NetDef
 from netbrew.testing import rand
 
@@ -78,11 +79,14 @@ def _steps(spec):
 
 
 def _run(ops, feeds, output):
+    """Runs `ops` on `feeds`; the blob `output`, or a list of blobs for a list."""
     ws = Workspace()
     for name, value in feeds.items():
         ws.feed_blob(name, value)
     for op in ops:
         ws.run_operator_once(op)
+    if isinstance(output, list):
+        return [ws.fetch_blob(o) for o in output]
     return ws.fetch_blob(output)
 
 
@@ -232,3 +236,153 @@ def test_chain_written_over_one_of_its_inputs_lints_clean():
     assert lint_problems(net) == []
     feeds = {"x": rand(3, seed=1), "b": rand(3, seed=2)}
     np.testing.assert_array_equal(_run([fused], feeds, "b"), feeds["b"] + feeds["x"])
+
+
+# -- DAGs: steps reading any earlier step, several outputs ----------------------------------
+
+# (steps as (type, inputs, output), the fused op's outputs, input shapes)
+DAGS = {
+    "lstm_cell": (
+        [
+            ("Sigmoid", ["a0"], "i"),
+            ("Add", ["a1", "one"], "a1b"),
+            ("Sigmoid", ["a1b"], "f"),
+            ("Tanh", ["a2"], "g"),
+            ("Sigmoid", ["a3"], "o"),
+            ("Mul", ["f", "c"], "fc"),
+            ("Mul", ["i", "g"], "ig"),
+            ("Add", ["fc", "ig"], "c2"),
+            ("Tanh", ["c2"], "tc"),
+            ("Mul", ["o", "tc"], "h2"),
+        ],
+        ["h2", "c2"],
+        {"a0": (3, 5), "a1": (3, 5), "a2": (3, 5), "a3": (3, 5), "one": (), "c": (3, 5)},
+    ),
+    "diamond_broadcast_grows": (  # t read by two steps; Y grows past the first step's shape
+        [
+            ("Exp", ["x"], "t"),
+            ("Mul", ["t", "w"], "u"),
+            ("Relu", ["t"], "v"),
+            ("Sub", ["u", "v"], "y"),
+            ("Clip", ["y", "lo"], "z"),
+        ],
+        ["z"],
+        {"x": (4, 1), "w": (1, 6), "lo": ()},
+    ),
+    "outputs_of_two_shapes": (  # s stays (4, 1): the NumPy kernel runs
+        [("Sigmoid", ["x"], "s"), ("Mul", ["s", "w"], "y"), ("Max", ["y", "s"], "m")],
+        ["s", "m"],
+        {"x": (4, 1), "w": (4, 3)},
+    ),
+}
+
+
+def _dag(name, dtype=np.float32):
+    spec, outs, shapes = DAGS[name]
+    steps = [op_def(t, ins, [out]) for t, ins, out in spec]
+    written = [s.output[0] for s in steps]
+    fused = fuse_steps(steps, outputs=[written.index(o) for o in outs])
+    feeds = {n: rand(*shape, dtype=dtype, seed=k, low=-2, high=2)
+             for k, (n, shape) in enumerate(shapes.items())}  # fmt: skip
+    feeds.update({n: np.full(shapes[n], v, dtype) for n, v in {"one": 1.0, "lo": -0.5}.items()
+                  if n in shapes})  # fmt: skip
+    return steps, fused, feeds, outs
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("name", sorted(DAGS))
+def test_dag_matches_the_unfused_ops(name, dtype):
+    steps, fused, feeds, outs = _dag(name, dtype)
+    assert sorted(fused.output) == sorted(outs)
+    copies = {k: v.copy() for k, v in feeds.items()}
+    compiled = _run([fused], feeds, outs)
+    with jit.disabled():
+        got = _run([fused], feeds, outs)
+    for k, v in copies.items():  # buffers reused between steps are the kernel's own
+        np.testing.assert_array_equal(feeds[k], v)
+    unfused = _run(steps, feeds, outs)
+    eps = 4 * np.finfo(dtype).eps
+    for g, c, u in zip(got, compiled, unfused):
+        assert g.dtype == c.dtype == u.dtype == dtype and g.shape == c.shape == u.shape
+        np.testing.assert_array_equal(g, u)
+        np.testing.assert_allclose(c, g, rtol=eps, atol=eps)
+    assert not any(np.shares_memory(a, b) for a in compiled for b in compiled if a is not b)
+
+
+def test_dag_slot_codes_and_results():
+    _, fused, _, _ = _dag("lstm_cell")
+    given = args_dict(fused.arg)
+    assert list(given["results"]) == [9, 7] and list(fused.output) == ["h2", "c2"]
+    slots = list(given["slots"])
+    # Mul(f, c) reads step 2 (not the previous one), Mul(i, g) steps 0 and 3, Add(fc, ig)
+    # steps 5 and 6 (the previous one), Tanh step 7, Mul(o, tc) steps 4 and 8
+    assert slots[6:10] == [-5, list(fused.input).index("c"), -3, -6]
+    assert slots[10:] == [-8, RUNNING, RUNNING, -7, RUNNING]
+    chain = fuse_chain(_steps(CHAINS["add_relu_mul_tanh"][0]))
+    assert "results" not in args_dict(chain.arg)  # a chain keeps the old encoding
+
+
+@pytest.mark.parametrize(
+    "attrs, n_out, match",
+    [
+        ({"ops": ["Relu", "Neg"], "slots": [0, -4]}, 1, r"step 1 \(Neg\) has slot -4"),
+        ({"ops": ["Relu"], "slots": [-3]}, 1, r"step 0 \(Relu\) has slot -3"),
+        ({"ops": ["Relu", "Neg"], "slots": [0, -3], "results": [0, 2]}, 2, "'results'"),
+        ({"ops": ["Relu", "Neg"], "slots": [0, -3], "results": [1, 1]}, 2, "'results'"),
+        ({"ops": ["Relu", "Neg"], "slots": [0, -3], "results": [0, 1]}, 1, "1 outputs"),
+    ],
+)
+def test_malformed_dags_are_refused(attrs, n_out, match):
+    outputs = ["y", "z"][:n_out]
+    op = op_def("FusedElementwise", ["x"], outputs, **attrs)
+    with pytest.raises((OperatorError, SchemaError), match=match):
+        _run([op], {"x": rand(2)}, outputs)
+        expand(op)
+
+
+def test_fuse_steps_refuses_what_one_op_cannot_write():
+    relu, neg = op_def("Relu", ["x"], ["x"]), op_def("Neg", ["b"], ["b"])
+    with pytest.raises(SchemaError, match="written over inputs in place"):
+        fuse_steps([op_def("Abs", ["x"], ["t"]), op_def("Abs", ["b"], ["u"]), relu, neg],
+                   reads=[[None], [None], [None], [None]], outputs=[2, 3])  # fmt: skip
+    with pytest.raises(SchemaError, match=r"step 0 \(Relu\) reads step 1"):
+        fuse_steps([relu, neg], reads=[[1], [None]])
+
+
+def test_dag_export_runs_in_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    steps, fused, feeds, outs = _dag("lstm_cell")
+    blobs = ["i", "a1b", "f", "g", "o", "fc", "ig", "", "tc"]
+    fused = fuse_steps(steps, outputs=[9, 7], blobs=blobs)
+    expanded = expand(fused)
+    assert [(s.type, list(s.input), list(s.output)) for s in expanded] == [
+        (s.type, list(s.input), list(s.output)) for s in steps
+    ]
+    nodes = CONVERTERS["FusedElementwise"](fused).nodes
+    graph = helper.make_graph(
+        nodes,
+        "dag",
+        [
+            helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, v.shape)
+            for n, v in feeds.items()
+        ],
+        [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, (3, 5)) for o in outs],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    onnx.checker.check_model(model)
+    got = ort.InferenceSession(model.SerializeToString()).run(outs, feeds)
+    for g, want in zip(got, _run([fused], feeds, outs)):
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-6)
+
+
+def test_output_over_an_input_that_a_later_step_reads_exports_last():
+    # step 0 writes x (output 0, in place over input x); step 1 still reads the input x
+    op = op_def("FusedElementwise", ["x"], ["x", "y"], ops=["Relu", "Sub"], slots=[0, 0, -3])
+    op.arg.append(make_arg("results", [0, 1]))
+    relu, sub, identity = expand(op)
+    assert list(relu.output) == ["x__step0"] and list(sub.input) == ["x", "x__step0"]
+    assert identity.type == "Identity" and list(identity.output) == ["x"]
+    x = rand(2, 3, seed=6)
+    got = _run([op], {"x": x}, ["x", "y"])
+    np.testing.assert_array_equal(got[0], np.maximum(x, 0))
+    np.testing.assert_array_equal(got[1], x - np.maximum(x, 0))

@@ -426,6 +426,60 @@ def test_fused_elementwise_in_place_gradient():
             np.testing.assert_array_equal(results[1][0], c)
 
 
+def lstm_cell_net():
+    """The LSTM cell's gate math as unfused ops: c2 = f * c + i * g, h2 = o * tanh(c2),
+    with f, i, g, o the activations of a0..a3; c2 is an output and read by Tanh."""
+    net = NetDef(name="cell", external_input=["a0", "a1", "a2", "a3", "c"],
+                 external_output=["h2", "c2"])  # fmt: skip
+    net.op.extend(
+        op_def(t, ins, [out])
+        for t, ins, out in [
+            ("Sigmoid", ["a0"], "i"), ("Sigmoid", ["a1"], "f"), ("Tanh", ["a2"], "g"),
+            ("Sigmoid", ["a3"], "o"), ("Mul", ["f", "c"], "fc"), ("Mul", ["i", "g"], "ig"),
+            ("Add", ["fc", "ig"], "c2"), ("Tanh", ["c2"], "tc"), ("Mul", ["o", "tc"], "h2"),
+        ]
+    )  # fmt: skip
+    return net
+
+
+@pytest.mark.parametrize("grad_outputs", [[0, 1], [0], [1]])
+def test_fused_dag_gradient(grad_outputs):
+    (fused,) = fuse_elementwise(lstm_cell_net()).op
+    assert fused.type == "FusedElementwise" and list(fused.output) == ["c2", "h2"]
+    assert list(fused.input) == ["a0", "a1", "a2", "a3", "c"]
+    inputs = [rand(3, 4, seed=30 + k, low=-2, high=2, dtype=np.float64) for k in range(5)]
+    wrt = [0, 1, 2, 4] if grad_outputs == [0] else None  # c2 alone does not reach a3 (o)
+    check_gradient("FusedElementwise", inputs, outputs=2, grad_outputs=grad_outputs, eps=EPS,
+                   wrt=wrt, **args_dict(fused.arg))  # fmt: skip
+    if grad_outputs == [0]:
+        ops = GRADIENTS["FusedElementwise"](fused, ["dc2", None], [f"d{n}" for n in fused.input])
+        assert "da3" not in {b for op in ops for b in op.output}
+
+
+def test_fused_dag_gradient_equals_the_unfused_ops():
+    """c2 gets its gradient from the loss and through h2: the partials are summed, and
+    autodiff over the fused op gives the unfused ops' gradients bit for bit."""
+    unfused = lstm_cell_net()
+    feeds = {
+        n: rand(3, 4, seed=40 + k, low=-2, high=2) for k, n in enumerate(unfused.external_input)
+    }
+    got = []
+    for net in (unfused, fuse_elementwise(unfused)):
+        net = Net(net)
+        net.ReduceSum(["h2"], "lh", keepdims=0)
+        net.ReduceSum(["c2"], "lc", keepdims=0)
+        net.Add(["lh", "lc"], "loss")
+        grads = add_gradient_ops(net, ["loss"], wrt=list(feeds))
+        ws = Workspace()
+        for name, value in feeds.items():
+            ws.feed_blob(name, value)
+        with jit.disabled():
+            ws.run_net_once(net)
+        got.append([ws.fetch_blob(grads[n]) for n in feeds])
+    for want, have in zip(*got):
+        np.testing.assert_array_equal(have, want)
+
+
 # Summarize
 
 

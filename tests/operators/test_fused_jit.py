@@ -98,3 +98,47 @@ def test_generated_module_is_written_once_to_the_cache_dir(tmp_path, monkeypatch
     np.testing.assert_allclose(y, np.clip(x * x * 0.125 + 0.5, 0, 1))
     files = list((tmp_path / "fused").glob("chain_*.py"))
     assert len(files) == 1 and "0.125" in files[0].read_text()
+
+
+# the LSTM cell update over (f, c, i, g, o): c2 = f * c + i * g, h2 = o * tanh(c2)
+LSTM = (["Mul", "Mul", "Add", "Tanh", "Mul"], [0, 1, 2, 3, -3, RUNNING, RUNNING, 4, RUNNING])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape, c_shape",
+    [((8, 64), (8, 64)), ((3, 7), (1, 7)), ((2, 5, 3, 3), (5, 1, 1)), ((1,), ())],
+)
+def test_dag_with_two_outputs_matches_numpy(shape, c_shape, dtype):
+    rng = np.random.default_rng(5)
+    f, i, g, o = (rng.uniform(-2, 2, shape).astype(dtype) for _ in range(4))
+    c = rng.uniform(-2, 2, c_shape).astype(dtype)
+    ops, slots = LSTM
+    args = dict(ops=ops, slots=slots, results=[2, 4])
+    inputs = (f, c, i, g, o[..., ::-1])  # a reversed view: negative strides
+    got = fused_elementwise_cpu(*inputs, **args)
+    with jit.disabled():
+        want = fused_elementwise_cpu(*inputs, **args)
+    compiled = fused_jit.run(inputs, _plan(tuple(ops), tuple(slots), (), 5, (2, 4)))
+    assert (compiled is None) == (len(shape) == 4)  # reversed o: 4 axes left, NumPy runs
+    eps = 8 * np.finfo(dtype).eps
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype == dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=eps, atol=eps)
+    np.testing.assert_allclose(want[0], f * c + i * g, rtol=eps)
+
+
+def test_dag_falls_back_where_outputs_or_bounds_do_not_fit_the_loop():
+    x, w = np.ones((4, 1), np.float32), np.ones((4, 3), np.float32)
+    two_shapes = _plan(("Sigmoid", "Mul"), (0, RUNNING, 1), (), 2, (0, 1))  # (4, 1), (4, 3)
+    assert fused_jit.run((x, w), two_shapes) is None
+    narrower = _plan(("Sigmoid", "Mul", "Neg"), (0, RUNNING, 1, -3), (), 2, (2,))  # Neg: (4, 1)
+    assert fused_jit.run((x, w), narrower) is None
+    step_bound = _plan(("Neg", "Clip"), (0, 0, -3, ABSENT), (), 1)  # bound = step 0: 4 values
+    assert fused_jit.run((x,), step_bound) is None
+    with pytest.raises(Exception, match="expected a scalar"):
+        fused_elementwise_cpu(x, ops=["Neg", "Clip"], slots=[0, 0, -3, ABSENT])
+    one = np.full((1,), 0.5, np.float32)
+    scalar_bound = _plan(("Neg", "Clip"), (1, 0, -3, ABSENT), (), 2)  # bound = -0.5
+    (y,) = fused_jit.run((w, one), scalar_bound)
+    np.testing.assert_array_equal(y, np.maximum(w, -0.5))
