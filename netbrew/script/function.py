@@ -32,6 +32,7 @@ import numpy as np
 
 from netbrew.executor.runtime import create_runtime
 from netbrew.executor.workspace import Workspace
+from netbrew.netdef.passes import fuse_elementwise, optimize
 from netbrew.nn._dispatch import active_tracer, reset_tracer, set_tracer
 from netbrew.nn._tracer import TracedValue, Tracer
 from netbrew.nn.module import Module
@@ -45,7 +46,14 @@ _EAGER: contextvars.ContextVar[bool] = contextvars.ContextVar("netbrew_script_ea
 
 
 class Compiled:
-    """One specialisation: the NetDef pair and the runtime that runs it."""
+    """One specialisation: the NetDef pair and the runtime that runs it.
+
+    The runtime runs `predict_net` after the inference passes that read no parameter
+    values (dead code, constant folding, CSE, then elementwise fusion, which fuses loop
+    bodies: a custom LSTM's gate math becomes one FusedElementwise per step), as
+    Predictor runs it. Not BatchNorm folding: a module's parameters are fed at each call,
+    and training may change them. `predict_net` itself stays as compiled, for export.
+    """
 
     def __init__(self, init_net: NetDef, predict_net: NetDef, inputs: list, kinds: list, tuple_):
         self.init_net, self.predict_net = init_net, predict_net
@@ -53,7 +61,7 @@ class Compiled:
         ws = Workspace()
         ws.run_net_once(init_net)
         self.params = {b: ws.fetch_blob(b) for b in ws.blobs()}
-        self.runtime = create_runtime(predict_net)
+        self.runtime = create_runtime(fuse_elementwise(optimize(predict_net, level=1)))
 
     def nets(self) -> tuple[NetDef, NetDef]:
         return self.init_net, self.predict_net
