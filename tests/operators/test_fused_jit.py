@@ -20,12 +20,16 @@ ALL_STEPS = (  # every step type once, over x (input 0) and per-channel p (input
 )
 
 
-def _both(inputs, ops, slots, params=()):
-    args = dict(ops=ops, slots=slots, params=params, blobs=(), names=())
-    got = fused_elementwise_cpu(*inputs, **args)[0]
+def _both(inputs, ops, slots, params=(), results=(), fits=True):
+    """(the loop's outputs, run wherever it can; the NumPy kernel's). `fits`: whether the
+    loop can run (else the kernel's NumPy fallback stands in for it)."""
+    plan = _plan(tuple(ops), tuple(slots), tuple(params), len(inputs), tuple(results))
+    got = fused_jit.run(inputs, plan, choose=False)
     with jit.disabled():
-        want = fused_elementwise_cpu(*inputs, **args)[0]
-    return got, want
+        want = fused_elementwise_cpu(*inputs, ops=ops, slots=slots, params=params, results=results)
+    assert (got is not None) == fits
+    got = got or want
+    return (got, want) if results else (got[0], want[0])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -56,7 +60,7 @@ def test_strided_and_channels_last_inputs():
     x = rng.standard_normal((2, 5, 6, 3)).astype(np.float32).transpose(0, 3, 1, 2)  # NHWC
     a = rng.standard_normal((3, 1, 1)).astype(np.float32)
     b = rng.standard_normal((1, 3, 10, 1)).astype(np.float32)[:, :, ::2]  # strided
-    got, want = _both((x, a, b), ["Mul", "Add", "Relu"], [0, 1, RUNNING, 2, RUNNING])
+    got, want = _both((x, a, b), ["Mul", "Add", "Relu"], [0, 1, RUNNING, 2, RUNNING], fits=False)
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
@@ -80,21 +84,39 @@ def test_falls_back_to_numpy_where_the_loop_does_not_fit():
     steps = _plan(("Add",), (0, 1), (), 2)
     x = np.ones((2, 3, 4, 5), np.float32)
     odd = np.ones((2, 1, 4, 1), np.float32)  # 4 axes left after merging
-    assert fused_jit.run((x, odd), steps) is None
-    assert fused_jit.run((x, np.ones((1, 3, 1, 5), np.float32)), steps) is None
-    assert fused_jit.run((x, x.astype(np.float64)), steps) is None  # mixed dtypes
-    assert fused_jit.run((x.astype(np.float16), x.astype(np.float16)), steps) is None
-    assert fused_jit.run((x, np.ones((3,), np.float32)), steps) is None  # no broadcast
-    assert fused_jit.run((x, x), steps) is not None
+
+    def run(*inputs):
+        return fused_jit.run(inputs, steps, choose=False)
+
+    assert run(x, odd) is None
+    assert run(x, np.ones((1, 3, 1, 5), np.float32)) is None
+    assert run(x, x.astype(np.float64)) is None  # mixed dtypes
+    assert run(x.astype(np.float16), x.astype(np.float16)) is None
+    assert run(x, np.ones((3,), np.float32)) is None  # no broadcast
+    assert run(x, x) is not None
     with jit.disabled():
-        assert fused_jit.run((x, x), steps) is None
+        assert run(x, x) is None
+
+
+def test_numpy_runs_where_it_is_faster():
+    """The loop is chosen for steps without scalar libm calls, from MIN_SIZE elements."""
+    add = _plan(("Add", "Relu"), (0, 1, RUNNING), (), 2)
+    small = np.ones((4, 8), np.float32)
+    big = np.ones((2, fused_jit.MIN_SIZE // 2), np.float32)
+    assert fused_jit.run((small, small), add) is None
+    assert fused_jit.run((small, small), add, choose=False) is not None
+    assert fused_jit.run((big, big), add) is not None
+    for op in sorted(fused_jit.TRANSCENDENTAL):
+        plan = _plan(("Add", op), (0, 1, RUNNING), (), 2)
+        assert fused_jit.run((big, big), plan) is None
+        assert fused_jit.run((big, big), plan, choose=False) is not None
 
 
 def test_generated_module_is_written_once_to_the_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("NETBREW_CACHE_DIR", str(tmp_path))
     steps = _plan(("Mul", "HardSigmoid"), (0, 0, RUNNING), (0.125, 0.5), 1)
     x = np.linspace(-4, 4, 33, dtype=np.float64)
-    (y,) = fused_jit.run((x,), steps)
+    (y,) = fused_jit.run((x,), steps, choose=False)
     np.testing.assert_allclose(y, np.clip(x * x * 0.125 + 0.5, 0, 1))
     files = list((tmp_path / "fused").glob("chain_*.py"))
     assert len(files) == 1 and "0.125" in files[0].read_text()
@@ -114,13 +136,11 @@ def test_dag_with_two_outputs_matches_numpy(shape, c_shape, dtype):
     f, i, g, o = (rng.uniform(-2, 2, shape).astype(dtype) for _ in range(4))
     c = rng.uniform(-2, 2, c_shape).astype(dtype)
     ops, slots = LSTM
-    args = dict(ops=ops, slots=slots, results=[2, 4])
     inputs = (f, c, i, g, o[..., ::-1])  # a reversed view: negative strides
-    got = fused_elementwise_cpu(*inputs, **args)
-    with jit.disabled():
-        want = fused_elementwise_cpu(*inputs, **args)
-    compiled = fused_jit.run(inputs, _plan(tuple(ops), tuple(slots), (), 5, (2, 4)))
-    assert (compiled is None) == (len(shape) == 4)  # reversed o: 4 axes left, NumPy runs
+    if len(shape) == 4:  # reversed o: 4 axes left after merging, the NumPy kernel runs
+        assert fused_jit.run(inputs, _plan(tuple(ops), tuple(slots), (), 5), choose=False) is None
+        inputs = (f, c, i, g, o)
+    got, want = _both(inputs, ops, slots, results=[2, 4])
     eps = 8 * np.finfo(dtype).eps
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype == dtype and a.shape == b.shape
@@ -131,14 +151,14 @@ def test_dag_with_two_outputs_matches_numpy(shape, c_shape, dtype):
 def test_dag_falls_back_where_outputs_or_bounds_do_not_fit_the_loop():
     x, w = np.ones((4, 1), np.float32), np.ones((4, 3), np.float32)
     two_shapes = _plan(("Sigmoid", "Mul"), (0, RUNNING, 1), (), 2, (0, 1))  # (4, 1), (4, 3)
-    assert fused_jit.run((x, w), two_shapes) is None
+    assert fused_jit.run((x, w), two_shapes, choose=False) is None
     narrower = _plan(("Sigmoid", "Mul", "Neg"), (0, RUNNING, 1, -3), (), 2, (2,))  # Neg: (4, 1)
-    assert fused_jit.run((x, w), narrower) is None
+    assert fused_jit.run((x, w), narrower, choose=False) is None
     step_bound = _plan(("Neg", "Clip"), (0, 0, -3, ABSENT), (), 1)  # bound = step 0: 4 values
-    assert fused_jit.run((x,), step_bound) is None
+    assert fused_jit.run((x,), step_bound, choose=False) is None
     with pytest.raises(Exception, match="expected a scalar"):
         fused_elementwise_cpu(x, ops=["Neg", "Clip"], slots=[0, 0, -3, ABSENT])
     one = np.full((1,), 0.5, np.float32)
     scalar_bound = _plan(("Neg", "Clip"), (1, 0, -3, ABSENT), (), 2)  # bound = -0.5
-    (y,) = fused_jit.run((w, one), scalar_bound)
+    (y,) = fused_jit.run((w, one), scalar_bound, choose=False)
     np.testing.assert_array_equal(y, np.maximum(w, -0.5))
