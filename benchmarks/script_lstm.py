@@ -1,12 +1,14 @@
 """A custom LSTM (its own gate math, a Python loop over time) three ways, on the CPU:
 
-- netbrew.script: one Loop op whose body is the cell (the net runs any sequence length);
+- netbrew.script: one Loop op whose body is the cell (the net runs any sequence length),
+  its gate math fused into one FusedElementwise by the elementwise-fusion pass;
+- the same Loop with its body left unfused (the level-1 passes only), to show the fusion;
 - the same module unrolled by `trace` (one copy of the cell per time step, fixed length);
 - PyTorch eager, the same weights and math.
 
-Both netbrew nets run through Predictor (inference passes on). The three alternate in one
-process, run after run, so that a slow spell of the shared machine falls on all of them;
-the table gives medians and minimums, and the ratios to PyTorch.
+The netbrew nets run through Predictor (inference passes on, but for the unfused row). The
+four alternate in one process, run after run, so that a slow spell of the shared machine
+falls on all of them; the table gives medians and minimums, and the ratios to PyTorch.
 
     python benchmarks/script_lstm.py [--steps 20 50] [--batch 8] [--hidden 64] [--reps 60]
         [--out benchmarks/SCRIPT.md]
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import platform
 import statistics
 import time
@@ -26,6 +29,7 @@ import netbrew
 import netbrew.nn.functional as F
 from netbrew import nn
 from netbrew.converters.module import trace
+from netbrew.netdef.passes import optimize
 
 
 class Cell(nn.Module):
@@ -98,16 +102,21 @@ def measure(steps: int, batch: int, hidden: int, reps: int) -> dict:
     scripted = netbrew.script(model)
     scripted(x)
     script_pred = netbrew.Predictor(scripted.init_net, scripted.predict_net)
+    unfused_pred = netbrew.Predictor(
+        scripted.init_net, optimize(scripted.predict_net, level=1), optimize=False
+    )
     init, predict = trace(model, x)
     trace_pred = netbrew.Predictor(init, predict)
     run_torch, xt = torch_lstm(model), torch.from_numpy(x)
     want = model(x)[0]
     np.testing.assert_allclose(script_pred.run({"x": x})["output_0"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(unfused_pred.run({"x": x})["output_0"], want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(trace_pred.run({"x": x})["output_0"], want, rtol=1e-5, atol=1e-5)
     with torch.no_grad():
         np.testing.assert_allclose(run_torch(xt)[0].numpy(), want, rtol=1e-5, atol=1e-5)
     runs = {
         "script (Loop)": lambda: script_pred.run({"x": x}),
+        "script (Loop, body unfused)": lambda: unfused_pred.run({"x": x}),
         "trace (unrolled)": lambda: trace_pred.run({"x": x}),
         "PyTorch eager": lambda: run_torch(xt),
     }
@@ -118,8 +127,26 @@ def measure(steps: int, batch: int, hidden: int, reps: int) -> dict:
                 start = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - start)
-    ops = {"script (Loop)": len(scripted.predict_net.op), "trace (unrolled)": len(predict.op)}
+    ops = {
+        name: f"{len(p.predict_net.op)} / {_count(p.predict_net)}"
+        for name, p in (
+            ("script (Loop)", script_pred),
+            ("script (Loop, body unfused)", unfused_pred),
+            ("trace (unrolled)", trace_pred),
+        )
+    }
     return {"times": times, "ops": ops}
+
+
+def _count(net) -> int:
+    """FusedElementwise ops in `net` and its subnets."""
+    n = 0
+    for op in net.op:
+        n += op.type == "FusedElementwise"
+        for arg in op.arg:
+            if arg.HasField("n"):
+                n += _count(arg.n)
+    return n
 
 
 def main() -> None:
@@ -135,9 +162,11 @@ def main() -> None:
         "",
         f"batch {args.batch}, input = hidden = {args.hidden}, float32, "
         f"{netbrew.get_num_threads()} threads, {platform.processor() or platform.machine()}; "
-        f"{args.reps} interleaved runs each. Ratios are median time / PyTorch's median.",
+        f"{args.reps} interleaved runs each. Ratios are median time / PyTorch's median. "
+        "Ops: the top-level ops Predictor runs / FusedElementwise ops in the net and its "
+        "Loop body.",
         "",
-        "| steps | way | top-level ops | median ms | min ms | vs PyTorch |",
+        "| steps | way | ops / fused | median ms | min ms | vs PyTorch |",
         "|---|---|---|---|---|---|",
     ]
     for steps in args.steps:
@@ -150,6 +179,7 @@ def main() -> None:
                 f"| {steps} | {name} | {ops} | {med * 1e3:.2f} | {min(ts) * 1e3:.2f} "
                 f"| {med / base:.2f}x |"
             )
+    lines += ["", f"Load average (1, 5, 15 min) after the runs: {os.getloadavg()}"]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
