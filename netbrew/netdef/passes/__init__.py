@@ -58,12 +58,14 @@ def rewrite_for_inference(net: NetDef, params: dict, device: str = "cpu") -> tup
     """The level-2 rewrites that read the parameters, in order: BatchNormalization folding,
     Relu fusion, conv epilogue fusion (residual Add, Relu, Clip), Winograd convs,
     channel-shuffle folding. Returns (new NetDef, new params);
-    neither input is modified. For a GPU `device` the last two, which lay out work for
-    NumPy's BLAS on the CPU, are left out: the CUDA convolutions run the plain ops."""
+    neither input is modified. For a GPU `device` the last three, which lay out work for
+    the CPU's kernels (FusedConv's epilogue is a numba loop), are left out: the CUDA
+    convolutions run ConvRelu and the plain ops."""
     net, params = fold_batch_norm(net, params)
-    net = fuse_conv_epilogue(fuse_activation(net), params)
+    net = fuse_activation(net)
     if device != "cpu":
         return net, params
+    net = fuse_conv_epilogue(net, params)
     net, params = winograd_convs(net, params)
     return fold_channel_shuffle(net, params), params
 
