@@ -12,10 +12,10 @@ prefetch the wait happens while the step runs, without it the step waits for it.
 time to read a batch alone, with no training beside it, is reported as well.
 
 The machine is shared, so the runs are interleaved: --rounds rounds each run every row
-for --steps steps (after 10 warm-up steps) with a fresh reader, in alternating order;
+for --steps steps (after warm-up steps) with a fresh reader, in alternating order;
 medians and minima pool all rounds, and the per-round ratios give the spread.
 
-    python benchmarks/db_input.py [--rounds 20] [--steps 30] [--batch 64] [--disk-ms 2]
+    python benchmarks/db_input.py [--rounds 30] [--steps 20] [--batch 64] [--disk-ms 2]
 
 Writes benchmarks/DB_INPUT.md (or --out).
 """
@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-WARMUP = 10
+WARMUP = 10  # steps before timing, on a row's first block
+REWARM = 3  # on its later blocks: the net is warm, the reader new
 
 
 def lenet_training(data_from_db: str | None, batch: int, db: str | None = None, prefetch=4):
@@ -105,6 +106,7 @@ class Row:
             self.ws.feed_blob("label", self.y[:batch])
         self.ws.create_net(self.model.net)
         self.rng = np.random.default_rng(0)
+        self.warmup = WARMUP
 
     def _fresh_reader(self) -> None:
         """A new reader, its queue empty: no batches read ahead while other rows ran."""
@@ -114,21 +116,22 @@ class Row:
             _with_disk_wait(self.ws.fetch_blob(self.reader_blob).item(), self.disk_ms)
 
     def run(self, steps: int) -> list[float]:
-        """Seconds per step of `steps` steps, after WARMUP steps; a DB's reader is new
-        for the block and closed after it."""
+        """Seconds per step of `steps` steps, after warm-up steps (WARMUP on the first
+        block, REWARM later); a DB's reader is new for the block and closed after it."""
         if self.from_db:
             self._fresh_reader()
         x, y, batch, ws = self.x, self.y, self.batch, self.ws
         times = []
         try:
-            for step in range(steps + WARMUP):
+            warmup, self.warmup = self.warmup, REWARM
+            for step in range(steps + warmup):
                 start = time.perf_counter()
                 if not self.from_db:  # the batch costs what feeding it costs
                     pick = self.rng.choice(len(y), batch, replace=False)
                     ws.feed_blob("data", x[pick])
                     ws.feed_blob("label", y[pick])
                 ws.run_net(self.model.net.name)
-                if step >= WARMUP:
+                if step >= warmup:
                     times.append(time.perf_counter() - start)
         finally:
             if self.from_db:
@@ -169,10 +172,32 @@ def rows(disk_ms: float) -> dict[str, dict]:
     }
 
 
+def _stats(runs: list[list[float]], memory: list[list[float]]) -> dict[str, float]:
+    """Median and min in ms, their ratios to memory's, and the per-round ratios' spread."""
+    pooled, pooled_memory = [t for run in runs for t in run], [t for run in memory for t in run]
+    per_round = [statistics.median(a) / statistics.median(m) for a, m in zip(runs, memory)]
+    return {
+        "median": 1e3 * statistics.median(pooled),
+        "median_ratio": statistics.median(pooled) / statistics.median(pooled_memory),
+        "min": 1e3 * min(pooled),
+        "min_ratio": min(pooled) / min(pooled_memory),
+        "round_ratio": statistics.median(per_round),
+        "round_low": min(per_round),
+        "round_high": max(per_round),
+    }
+
+
+def _load() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:  # not Linux
+        return "?"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=30, help="per row and round")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=20, help="per row and round")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--disk-ms", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=HERE / "DB_INPUT.md")
@@ -180,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     table = rows(args.disk_ms)
     times: dict[str, list[list[float]]] = {label: [] for label in table}
     reads: dict[str, list[float]] = {"minidb": [], "lmdb": []}
+    loads = [_load()]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         runners = {}
@@ -191,33 +217,36 @@ def main(argv: list[str] | None = None) -> None:
                 times[label].append(runners[label].run(args.steps))
             for kind in reads:
                 reads[kind] += read_times(kind, args.steps, args.batch, folder)
-    memory = times["memory"]
+    loads.append(_load())
+    stats = {label: _stats(runs, times["memory"]) for label, runs in times.items()}
     lines = [
         "# Training from a DB: step time beside feeding from memory",
         "",
         f"Generated by `python benchmarks/db_input.py` on {datetime.date.today()}: the demo "
         f"CNN, batch {args.batch}; {args.rounds} interleaved rounds of {args.steps} steps "
-        "per row, a fresh reader each. Median and min pool all steps; the ratio is the row's "
-        "median over memory's, and per round it is taken within each round, whose rows ran "
-        "side by side.",
+        "per row, a fresh reader each; load average " + " -> ".join(loads) + " (2 cores, "
+        "shared). Median and min pool all steps; a ratio is the row's over memory's; per "
+        "round, the ratio of medians within each round, whose rows ran side by side.",
         "",
-        "| data | prefetch | ms per step (median) | min | / memory | per round: median [range] |",
-        "|---|---|---|---|---|---|",
+        "| data | prefetch | median ms | / memory | min ms | / memory | per round [range] |",
+        "|---|---|---|---|---|---|---|",
     ]
-    median_ms = {}
-    for label, runs in times.items():
-        pooled = [t for run in runs for t in run]
-        median_ms[label] = ms = 1e3 * statistics.median(pooled)
-        ratio = ms / (1e3 * statistics.median([t for run in memory for t in run]))
-        per_round = [statistics.median(a) / statistics.median(m) for a, m in zip(runs, memory)]
+    for label, st in stats.items():
         prefetch = "-" if label == "memory" else table[label].get("prefetch", 4)
         lines.append(
-            f"| {label} | {prefetch} | {ms:.2f} | {1e3 * min(pooled):.2f} | {ratio:.2f} "
-            f"| {statistics.median(per_round):.2f} [{min(per_round):.2f}-{max(per_round):.2f}] |"
+            f"| {label} | {prefetch} | {st['median']:.2f} | {st['median_ratio']:.2f} "
+            f"| {st['min']:.2f} | {st['min_ratio']:.2f} | {st['round_ratio']:.2f} "
+            f"[{st['round_low']:.2f}-{st['round_high']:.2f}] |"
         )
     wait = f"minidb + {args.disk_ms:g} ms disk wait"
-    serial, overlapped = median_ms[f"{wait}, prefetch 0"], median_ms[wait]
-    hidden = (serial - overlapped) / (serial - median_ms["memory"])
+    hidden = []
+    for stat in ("median", "min"):
+        serial, overlapped = stats[f"{wait}, prefetch 0"][stat], stats[wait][stat]
+        memory = stats["memory"][stat]
+        hidden.append(
+            f"{100 * (serial - overlapped) / (serial - memory):.0f}% by {stat}s ("
+            f"{serial:.2f} ms -> {overlapped:.2f} ms per step; memory {memory:.2f} ms)"
+        )
     lines += [
         "",
         "Reading a batch alone (read and decode on the calling thread, no training beside "
@@ -225,9 +254,8 @@ def main(argv: list[str] | None = None) -> None:
         + ", ".join(f"{k} {1e3 * statistics.median(v):.2f} ms" for k, v in reads.items())
         + ".",
         "",
-        f"Overlap: with the simulated disk wait, prefetch hides {100 * hidden:.0f}% of the "
-        f"time a read on the step's thread adds ({serial:.2f} ms -> {overlapped:.2f} ms "
-        f"per step; memory {median_ms['memory']:.2f} ms).",
+        "Overlap: with the simulated disk wait, prefetch hides this much of the time that "
+        "reading on the step's thread adds: " + "; ".join(hidden) + ".",
     ]
     text = "\n".join(lines) + "\n"
     print(text)
