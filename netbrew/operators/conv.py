@@ -3,38 +3,33 @@
 One code path for every rank. Three GEMM-based primitives, shared with ConvTranspose (whose
 forward is Conv's input gradient and whose input gradient is Conv's forward):
 
-- `correlate`: im2col (one copy of the strided window view), then one batched matmul; for
-  stride-1 2-D convs that narrow the channels, shift-and-add instead (conv_shift.py), and
-  for 2-D depthwise convs (and groups of two channels), a numba loop (conv_numba.py).
-- `scatter`: its adjoint in X, a matmul to columns, then col2im (one add per kernel offset).
-- `weight_grad`: its adjoint in W, matmuls over columns that span the whole batch.
-
-On small images im2col and col2im are themselves GEMMs with a cached 0/1 selection matrix
-(see window.use_selection), which numpy runs far faster than many short strided copies.
+- `correlate`: im2col, then one batched matmul, a chunk of the batch at a time
+  (conv_columns.py); for stride-1 2-D convs that narrow the channels, shift-and-add instead
+  (conv_shift.py), and for 2-D depthwise convs (and groups of two channels), a numba loop
+  (conv_numba.py).
+- `scatter`: its adjoint in X, a matmul to columns, then col2im (conv_columns.py).
+- `weight_grad`: its adjoint in W, one GEMM per chunk over columns that span the chunk's
+  images (conv_columns.py).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.net import op_def
+from netbrew.operators.conv_columns import (
+    correlate_columns,
+    scatter_columns,
+    weight_grad_columns,
+)
 from netbrew.operators.conv_numba import direct_correlate, use_direct
 from netbrew.operators.conv_shift import shift_correlate, use_shift
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.schema import gradient, kernel, schema
-from netbrew.operators.window import (
-    Window,
-    batch_columns,
-    im2col,
-    layout,
-    make_window,
-    work_dtype,
-)
-from netbrew.operators.window_grad import col2im
+from netbrew.operators.window import Window, layout, make_window, work_dtype
 
 _ATTRS = {
     "auto_pad": "NOTSET",
@@ -165,11 +160,7 @@ def correlate(
         return direct_correlate(x, w, win, bias)
     if use_shift(x.shape[1], m, win, group):
         return shift_correlate(x, w, win, bias)
-    cols = im2col(x, win, group)  # (N, G, C/G * K, P)
-    y = np.matmul(w.reshape(group, m // group, -1), cols).reshape(x.shape[0], m, -1)
-    if bias is not None:  # over (N, M, positions): one long row per channel
-        y += bias.reshape(m, 1)
-    return y.reshape(x.shape[0], m, *win.out)
+    return correlate_columns(x, w, win, group, bias)
 
 
 def scatter(
@@ -177,26 +168,12 @@ def scatter(
 ) -> np.ndarray:
     """The adjoint of `correlate` in x: dy (N, M, O1..On), w (M, C/group, k1..kn) -> the
     gradient (N, C, *out_shape) of the windowed input."""
-    batch, m = dy.shape[:2]
-    w_t = w.reshape(group, m // group, -1).transpose(0, 2, 1)  # (G, C/G * K, M/G)
-    cols = np.matmul(w_t, dy.reshape(batch, group, m // group, -1))  # (N, G, C/G * K, P)
-    return col2im(cols.reshape(batch, w.shape[1] * group, *win.kernel, *win.out), win, out_shape)
+    return scatter_columns(dy, w, win, group, out_shape)
 
 
 def weight_grad(dy: np.ndarray, x: np.ndarray, win: Window, group: int) -> np.ndarray:
-    """The adjoint of `correlate` in w: dy (N, M, O1..On), x (N, C, D1..Dn) -> (M, C/group, k..).
-
-    The columns span the whole batch, so each group is a single GEMM (computed as dW^T: BLAS
-    runs this orientation fastest here).
-    """
-    batch, m = dy.shape[:2]
-    c, k = x.shape[1] // group, math.prod(win.kernel)
-    cols = batch_columns(x, win).reshape(k, group, c, -1)  # (K, G, C/G, N * P)
-    cols = cols.transpose(1, 0, 2, 3).reshape(group, k * c, -1)  # no copy if G = 1
-    dy_g = dy.reshape(batch, group, m // group, -1).transpose(1, 0, 3, 2)  # (G, N, P, M/G)
-    dw_t = np.matmul(cols, dy_g.reshape(group, -1, m // group))  # (G, K * C/G, M/G)
-    dw = dw_t.reshape(group, k, c, m // group).transpose(0, 3, 2, 1)
-    return dw.reshape(m, c, *win.kernel)
+    """The adjoint of `correlate` in w: dy (N, M, O1..On), x (N, C, D1..Dn) -> (M, C/group, k..)."""
+    return weight_grad_columns(dy, x, win, group)
 
 
 def bias_grad(dy: np.ndarray) -> np.ndarray:

@@ -1,0 +1,111 @@
+"""Convolution as im2col + GEMM over chunks of the batch, their columns kept in cache.
+
+Conv's forward, input gradient and weight gradient each pair one GEMM with a copy between
+images and columns: im2col before the forward and the weight gradient's GEMM, col2im after
+the input gradient's. Over a whole batch those columns are large (ResNet-18's 64-channel
+32x32 3x3 convs at batch 32: 75 MB), so each call page-faulted in a fresh array (20-80 ms on
+this VM), and the GEMM read back from memory what the copy had just written. Here the batch
+goes in chunks whose columns fill about CHUNK_BYTES: one scratch buffer, reused from chunk
+to chunk and call to call, that the GEMM reads while it is still in cache.
+
+- `correlate_columns`: window.im2col of a chunk, one batched GEMM into Y.
+- `scatter_columns`: W^T times a chunk of dY into columns, window_grad.col2im into dX.
+- `weight_grad_columns`: window.batch_columns of a chunk, columns that span the chunk's
+  images, so the GEMM's reduction is long even where an image has few positions
+  (ResNet-18's 4x4 convs: 16).
+
+numba loops for the copies were tried and lost (one image or chunk, one thread, ResNet-18's
+3x3 convs at 32x32 down to 4x4): a plain gather took 1.9-5.5x window.im2col's time (whose
+strided copy and, on small images, selection GEMM are at memory speed), and a plain col2im
+0.75-4x window_grad.col2im's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from netbrew.operators.window import Window, _is_identity, batch_columns, im2col, scratch
+from netbrew.operators.window_grad import col2im
+
+CHUNK_BYTES = 1 << 22
+"""Columns per chunk, in bytes: about L2-sized, so the GEMM reads them from cache. (ResNet-18's
+ten conv shapes at batch 32, one thread, CPU time against the whole-batch path: forward,
+input and weight gradients 0.95x, 0.91x and 0.92x in sum, 0.76-0.88x on the 64-channel
+32x32 convs and 0.81-0.96x at 16x16, even from 8x8 down; 1 MiB and 16 MiB chunks within
+2% of 4 MiB.)"""
+
+
+def chunks(batch: int, per_image: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) ranges over the batch, each holding about CHUNK_BYTES of columns."""
+    step = max(1, CHUNK_BYTES // max(per_image, 1))
+    for start in range(0, batch, step):
+        yield start, min(batch, start + step)
+
+
+def correlate_columns(
+    x: np.ndarray, w: np.ndarray, win: Window, group: int, bias: np.ndarray | None
+) -> np.ndarray:
+    """Conv's forward by im2col + GEMM a chunk at a time: (N, M, O1..On)."""
+    batch, m = x.shape[0], w.shape[0]
+    positions = math.prod(win.out)
+    y = np.empty((batch, m, positions), x.dtype)
+    w_g = w.reshape(group, m // group, -1)
+    per_image = x.shape[1] * math.prod(win.kernel) * positions * x.itemsize
+    for start, stop in chunks(batch, per_image):
+        cols = im2col(x[start:stop], win, group)  # (N_c, G, C/G * K, P), scratch
+        np.matmul(w_g, cols, out=y[start:stop].reshape(stop - start, group, -1, positions))
+        if bias is not None:
+            y[start:stop] += bias.reshape(m, 1)
+    return y.reshape(batch, m, *win.out)
+
+
+def scatter_columns(
+    dy: np.ndarray, w: np.ndarray, win: Window, group: int, out_shape: Sequence[int]
+) -> np.ndarray:
+    """The adjoint of `correlate_columns` in x: dY (N, M, O1..On) -> (N, C, *out_shape),
+    W^T times a chunk of dY into columns, then col2im."""
+    batch, m = dy.shape[:2]
+    channels, positions = w.shape[1] * group, math.prod(win.out)
+    w_t = w.reshape(group, m // group, -1).transpose(0, 2, 1)  # (G, C/G * K, M/G)
+    dy = dy.reshape(batch, group, m // group, positions)
+    dx = np.empty((batch, channels, *out_shape), dy.dtype)
+    if _is_identity(dx, win):  # 1x1, stride 1, no padding: the columns are dX
+        np.matmul(w_t, dy, out=dx.reshape(batch, group, -1, positions))
+        return dx
+    per_image = channels * math.prod(win.kernel) * positions * dy.itemsize
+    parts = list(chunks(batch, per_image))
+    for start, stop in parts:
+        shape = (stop - start, group, w_t.shape[1], positions)
+        cols = np.matmul(w_t, dy[start:stop], out=scratch("conv_cols", shape, dy.dtype))
+        cols = cols.reshape(stop - start, channels, *win.kernel, *win.out)
+        if len(parts) == 1:  # col2im's new array is dX
+            return col2im(cols, win, out_shape)
+        dx[start:stop] = col2im(cols, win, out_shape)
+    return dx
+
+
+def weight_grad_columns(dy: np.ndarray, x: np.ndarray, win: Window, group: int) -> np.ndarray:
+    """The adjoint of `correlate_columns` in w: dY (N, M, O1..On), X (N, C, D1..Dn) ->
+    (M, C/group, k1..kn). Per chunk, one GEMM per group over columns (K * C/G, N_c * P)
+    that span the chunk's images (window.batch_columns), summed over the chunks."""
+    batch, m = dy.shape[:2]
+    c, k, positions = x.shape[1] // group, math.prod(win.kernel), math.prod(win.out)
+    dy = dy.reshape(batch, group, m // group, positions)
+    dw_t = np.empty((group, k * c, m // group), dy.dtype)  # rows (tap, channel)
+    part = None
+    for start, stop in chunks(batch, group * c * k * positions * x.itemsize):
+        cols = batch_columns(x[start:stop], win).reshape(k, group, c, -1)
+        cols = cols.transpose(1, 0, 2, 3).reshape(group, k * c, -1)  # no copy if G = 1
+        dy_t = scratch("conv_dy", (group, stop - start, positions, m // group), dy.dtype)
+        np.copyto(dy_t, dy[start:stop].transpose(1, 0, 3, 2))
+        out = dw_t if part is None else part  # the first chunk writes dW, the rest add to it
+        np.matmul(cols, dy_t.reshape(group, -1, m // group), out=out)
+        if part is None:
+            part = np.empty_like(dw_t)
+        else:
+            dw_t += part
+    dw = dw_t.reshape(group, k, c, m // group).transpose(0, 3, 2, 1)
+    return dw.reshape(m, c, *win.kernel)

@@ -1,0 +1,55 @@
+"""conv_columns: Conv's forward, input gradient and weight gradient give the same numbers
+whether the batch goes in one chunk or one image at a time (awkward shapes: groups,
+strides, dilations, asymmetric pads, 1-D to 3-D, float64), and the chunks cover the batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from netbrew.operators import conv_columns
+from netbrew.operators.conv import conv_cpu, conv_gradient_cpu
+
+CASES = [
+    # X shape, W shape, attrs
+    ((3, 4, 9, 7), (6, 4, 3, 3), dict(pads=[1, 1, 1, 1])),
+    ((3, 4, 9, 7), (6, 2, 3, 2), dict(pads=[2, 0, 1, 1], strides=[2, 1], group=2)),
+    ((2, 3, 11, 10), (5, 3, 3, 3), dict(dilations=[2, 1], strides=[1, 3])),
+    ((3, 6, 8, 8), (4, 6, 1, 1), dict(strides=[2, 2])),  # 1x1 stride 2
+    ((3, 6, 8, 8), (4, 6, 1, 1), {}),  # 1x1: the columns are X itself
+    ((3, 2, 13), (4, 2, 3), dict(pads=[1, 2])),  # 1-D
+    ((2, 2, 5, 4, 6), (3, 2, 2, 3, 2), dict(pads=[1, 0, 1, 0, 1, 1])),  # 3-D
+]
+
+
+def _conv_and_grads(x, w, b, dy, attrs):
+    (y,) = conv_cpu(x, w, b, **attrs)
+    return (y, *conv_gradient_cpu(x, w, dy, output_mask=(True, True, True), **attrs))
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_image_chunks_match_one_chunk(monkeypatch, x_shape, w_shape, attrs, dtype):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype)
+    (y,) = conv_cpu(x, w, b, **attrs)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    monkeypatch.setattr(conv_columns, "CHUNK_BYTES", 1 << 40)
+    whole = _conv_and_grads(x, w, b, dy, attrs)
+    monkeypatch.setattr(conv_columns, "CHUNK_BYTES", 1)  # every image a chunk of its own
+    split = _conv_and_grads(x, w, b, dy, attrs)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for name, a, b in zip(("Y", "dX", "dW", "dB"), whole, split):
+        assert a.shape == b.shape and a.dtype == b.dtype == dtype, name
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol, err_msg=name)
+
+
+@pytest.mark.parametrize("batch, per_image, budget", [(7, 3, 6), (5, 100, 1), (4, 1, 100)])
+def test_chunks_cover_the_batch_once(monkeypatch, batch, per_image, budget):
+    monkeypatch.setattr(conv_columns, "CHUNK_BYTES", budget)
+    ranges = list(conv_columns.chunks(batch, per_image))
+    assert ranges[0][0] == 0 and ranges[-1][1] == batch
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(stop - start == max(1, budget // per_image) for start, stop in ranges[:-1])
