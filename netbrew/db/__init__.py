@@ -74,6 +74,20 @@ class Cursor:
         """Moves to the first record whose key is >= `key` (backends that support it)."""
         raise NotImplementedError(f"{type(self).__name__} cannot seek; walk it with next()")
 
+    def take(self, count: int, step: int = 1) -> list[tuple[str, bytes]]:
+        """Up to `count` (key, value) pairs: the current record, then every `step`-th one
+        after it, stopping early at the end of the DB. Afterwards the cursor is `step`
+        records past the last one taken (not valid() if that is past the end). Backends
+        override this with a bulk read; this is the record-by-record walk it must match."""
+        records: list[tuple[str, bytes]] = []
+        while len(records) < count and self.valid():
+            records.append((self.key(), self.value()))
+            for _ in range(step):
+                self.next()
+                if not self.valid():
+                    break
+        return records
+
     def __iter__(self) -> Iterator[tuple[str, bytes]]:
         """The (key, value) pairs from the current record on."""
         while self.valid():

@@ -14,6 +14,13 @@ batches ahead into a bounded queue, so a training step does not wait on the disk
 PrefetchOperator read one batch ahead). The thread is a daemon and stops at close();
 it never keeps the interpreter from exiting. An error while reading (a corrupt record)
 is raised by the next_batch call that would have returned that batch, naming the DB.
+
+The thread shares the GIL with the training step, so reading must cost little Python:
+records that share the batch's first record's byte layout are decoded together
+(netbrew.db.records: one slice of a byte matrix per tensor), others by protobuf one by
+one. For the demo's records, batch 64, that took a batch from 2.4 ms of GIL-held decoding
+to 0.17 ms, and the step time from 2.3x that of feeding from memory to about 1.0x
+(benchmarks/DB_INPUT.md).
 """
 
 from __future__ import annotations
@@ -96,18 +103,22 @@ class DBReader:
 
     def read(self) -> tuple[str, bytes]:
         """The next (key, value) of this shard; after the last, the shard's first again."""
+        return self.read_records(1)[0]
+
+    def read_records(self, count: int) -> list[tuple[str, bytes]]:
+        """The next `count` (key, value) records of this shard, wrapping around at its end
+        (Caffe2: each read skips num_shards records), read in bulk by the cursor."""
+        records: list[tuple[str, bytes]] = []
         with self.lock:
             if self.closed:
                 raise ValueError(f"{self!r} is closed")
-            key, value = self.cursor.key(), self.cursor.value()
-            for _ in range(self.num_shards):  # Caffe2: each read skips num_shards records
-                self.cursor.next()
+            while len(records) < count:
+                records += self.cursor.take(count - len(records), self.num_shards)
                 if not self.cursor.valid():
                     self._move_to_beginning()
                     self.passes += 1
-                    break
-            self.records_read += 1
-            return key, value
+            self.records_read += count
+        return records
 
     def read_tensors(self) -> tuple[str, list[np.ndarray]]:
         """The next record's key and tensors (one array per TensorProto)."""
@@ -133,7 +144,7 @@ class DBReader:
         Records that share the first one's byte layout are decoded together
         (netbrew.db.records: one slice of a byte matrix per tensor, no protobuf parse);
         the others one by one."""
-        records = [self.read() for _ in range(max(int(batch_size), 1))]
+        records = self.read_records(max(int(batch_size), 1))
         columns = self._decode(records, num_outputs)
         return [c[0] for c in columns] if batch_size <= 0 else columns
 

@@ -132,13 +132,13 @@ def test_prefetch_overlaps_reading_with_the_training_step(tmp_path, db_type, mon
     path = make_db(tmp_path, db_type)
     per_record, batch, steps, step_time = 0.05, 2, 8, 0.1
     read_time = per_record * batch  # = step_time: the most overlap can save is half
-    original = DBReader.read
+    original = DBReader.read_records
 
-    def slow_read(self):
-        time.sleep(per_record)
-        return original(self)
+    def slow_read(self, count):
+        time.sleep(per_record * count)
+        return original(self, count)
 
-    monkeypatch.setattr(DBReader, "read", slow_read)
+    monkeypatch.setattr(DBReader, "read_records", slow_read)
     ws = reader_ws(path, db_type)
     op = op_def("TensorProtosDBInput", ["reader"], ["data", "label"], batch_size=batch)
     waited, labels = 0.0, []
