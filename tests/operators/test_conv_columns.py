@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from netbrew.operators import conv as conv_module
 from netbrew.operators import conv_columns
 from netbrew.operators.conv import conv_cpu, conv_gradient_cpu
 
@@ -53,3 +54,39 @@ def test_chunks_cover_the_batch_once(monkeypatch, batch, per_image, budget):
     assert ranges[0][0] == 0 and ranges[-1][1] == batch
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
     assert all(stop - start == max(1, budget // per_image) for start, stop in ranges[:-1])
+
+
+WINOGRAD_CASES = [
+    # X shape, pads; 64 channels in and out, so that Winograd pays
+    ((2, 64, 14, 14), [1, 1, 1, 1]),  # F(2x2)
+    ((2, 64, 15, 13), [0, 2, 2, 0]),  # F(2x2), asymmetric pads, odd sizes
+    ((1, 64, 27, 26), [2, 1, 0, 1]),  # F(4x4)
+    ((1, 64, 28, 28), [1, 1, 1, 1]),  # F(4x4)
+]
+
+
+@pytest.mark.parametrize("x_shape, pads", WINOGRAD_CASES)
+def test_winograd_forward_and_input_grad_match_im2col(monkeypatch, x_shape, pads):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal((64, 64, 3, 3))
+    b = rng.standard_normal(64)
+    (y,) = conv_cpu(x, w, b, pads=pads)
+    dy = rng.standard_normal(y.shape)
+    calls = []
+    real = conv_module.winograd
+
+    def counted(*args):
+        out = real(*args)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(conv_module, "winograd", counted)
+    got = _conv_and_grads(x, w, b, dy, dict(pads=pads))
+    assert calls == [True, True]  # the forward and dX took Winograd
+    monkeypatch.setattr(conv_module, "winograd", lambda *args: None)
+    want = _conv_and_grads(x, w, b, dy, dict(pads=pads))
+    for name, g, e in zip(("Y", "dX", "dW", "dB"), got, want):
+        assert g.shape == e.shape, name
+        assert g.flags.c_contiguous or name == "dW", name
+        np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-9, err_msg=name)

@@ -10,6 +10,8 @@ from netbrew.netdef import op_def
 from netbrew.operators import GRADIENTS
 from netbrew.operators import conv_winograd as cw
 from netbrew.operators import conv_winograd4 as cw4
+from netbrew.operators.conv_columns import correlate_columns
+from netbrew.operators.window import make_window
 from netbrew.testing import rand, run_op
 
 SHAPES = [  # (N, C, H, W), M, pads (top, left, bottom, right)
@@ -24,9 +26,9 @@ SHAPES = [  # (N, C, H, W), M, pads (top, left, bottom, right)
 
 
 def _direct(x, w, b, pads):
-    top, left, bottom, right = pads
-    (y,) = run_op("Conv", [x, w, b], pads=[top, left, bottom, right])
-    return y
+    """The conv by im2col + GEMM (plain Conv may take Winograd too, see conv.winograd)."""
+    win = make_window(x.shape[2:], w.shape[2:], None, None, list(pads))
+    return correlate_columns(x, w, win, 1, b)
 
 
 def _channels_last(x):
