@@ -28,12 +28,14 @@ from netbrew.operators.window import Window
 NO_CLAMP = (-np.inf, np.inf)
 RELU = (0.0, np.inf)
 
-PARALLEL = False
-"""Whether the kernels spread their channels over the cores. They do not: inside
-ShuffleNet, right after a threaded GEMM, a `prange` over the channels ran its 14x14 and
-56x56 depthwise convs 2.5-20x slower than on one thread (OpenBLAS's idle worker busy-waits
-on the core numba's second thread needs; see netbrew.executor.threads), though 2x faster
-op by op on an idle machine."""
+PARALLEL = True
+"""Whether the kernels spread their channels over the cores. They do, now that OpenMP's
+threads wait passively (netbrew.jit): through Predictor(*import_model(path)), 2 threads,
+interleaved rounds of the same process, parallel against serial kernels: the torch-exported
+MobileNetV2 0.65x the time (medians; fastest runs 0.66x), ShuffleNet 1.00x (0.98x).
+(Before that fix, OpenMP's spinning threads and OpenBLAS's busy-waiting idle worker took
+each other's cores: inside ShuffleNet a `prange` over the channels ran its 14x14 and 56x56
+depthwise convs 2.5-20x slower than on one thread.)"""
 
 MAX_GROUP_CHANNELS = 2
 """Groups with more input channels than this stay on im2col + GEMM (`use_direct`): the
