@@ -17,7 +17,7 @@ medians and minima pool all rounds, and the per-round ratios give the spread.
 
     python benchmarks/db_input.py [--rounds 30] [--steps 20] [--batch 64] [--disk-ms 2]
 
-Writes benchmarks/DB_INPUT.md (or --out).
+Writes benchmarks/DB_INPUT.md (or --out), keeping the notes after its NOTES line.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 WARMUP = 10  # steps before timing, on a row's first block
 REWARM = 3  # on its later blocks: the net is warm, the reader new
+NOTES = "<!-- notes below are written by hand and kept when the tables are regenerated -->"
 
 
 def lenet_training(data_from_db: str | None, batch: int, db: str | None = None, prefetch=4):
@@ -259,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
     ]
     text = "\n".join(lines) + "\n"
     print(text)
-    args.out.write_text(text)
+    notes = args.out.read_text().partition(NOTES)[2] if args.out.exists() else ""
+    args.out.write_text(text + (f"\n{NOTES}{notes}" if notes else ""))
 
 
 if __name__ == "__main__":

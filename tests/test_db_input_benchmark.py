@@ -1,5 +1,5 @@
 """benchmarks/db_input.py: every way of feeding the demo CNN trains, step by step, and the
-report has its rows and the overlap line."""
+report has its rows and the overlap line, and keeps the notes written by hand."""
 
 import pytest
 
@@ -29,6 +29,7 @@ def test_the_disk_wait_is_on_the_step_without_prefetch(bench, tmp_path):
 def test_report(bench, tmp_path):
     pytest.importorskip("lmdb")
     out = tmp_path / "report.md"
+    out.write_text(f"old table\n{bench.NOTES}\nnotes by hand\n")
     bench.main(["--rounds", "2", "--steps", "2", "--batch", "8", "--out", str(out)])
     text = out.read_text()
     table = [line for line in text.splitlines() if line.startswith("| ")][1:]
@@ -38,3 +39,4 @@ def test_report(bench, tmp_path):
     ]  # fmt: skip
     assert "Overlap: with the simulated disk wait, prefetch hides" in text
     assert "Reading a batch alone" in text
+    assert "old table" not in text and text.endswith(f"{bench.NOTES}\nnotes by hand\n")

@@ -16,11 +16,12 @@ it never keeps the interpreter from exiting. An error while reading (a corrupt r
 is raised by the next_batch call that would have returned that batch, naming the DB.
 
 The thread shares the GIL with the training step, so reading must cost little Python:
-records that share the batch's first record's byte layout are decoded together
-(netbrew.db.records: one slice of a byte matrix per tensor), others by protobuf one by
-one. For the demo's records, batch 64, that took a batch from 2.4 ms of GIL-held decoding
-to 0.17 ms, and the step time from 2.3x that of feeding from memory to about 1.0x
-(benchmarks/DB_INPUT.md).
+the cursor takes a batch's records in bulk (Cursor.take), and records that share the
+batch's first record's byte layout are decoded together (netbrew.db.records: one slice
+of a byte matrix per tensor), others by protobuf one by one. For the demo's records,
+batch 64, a batch went from 2.4 ms of GIL-held work to 0.07 ms (minidb; lmdb 0.06 ms),
+and the step time from 2.3x that of feeding from memory to 1.05-1.08x (lmdb 1.04-1.06x)
+on the shared 2-core dev box (benchmarks/DB_INPUT.md).
 """
 
 from __future__ import annotations
