@@ -7,6 +7,7 @@ from _nets import assert_same, count, run
 from netbrew.executor.predictor import Predictor
 from netbrew.netdef import op_def
 from netbrew.netdef.passes import optimize, winograd_convs
+from netbrew.operators import conv
 from netbrew.operators import conv_winograd as cw
 from netbrew.proto.netbrew_pb2 import NetDef
 
@@ -18,6 +19,7 @@ def always(monkeypatch):
     real = cw.winograd_correlate
     monkeypatch.setattr(cw, "use_winograd", lambda *a: True)
     monkeypatch.setattr(cw, "winograd_correlate", lambda *a: calls.append(a[1].shape) or real(*a))
+    monkeypatch.setattr(conv, "winograd", lambda *a: None)  # plain Conv, the reference: im2col
     return calls
 
 
