@@ -85,15 +85,21 @@ def _direct_conv2d(x, w, bias, y, sh, sw, dh, dw, top, left, lo, hi):
             plane = x[n, first + c]
             for a in range(sh):
                 for b in range(sw):
+                    # the columns q whose pixel q * sw + b - left lies inside the row
+                    q0 = min(wq, max(0, (left - b + sw - 1) // sw))
+                    q1 = max(q0, min(wq, (width + left - b + sw - 1) // sw))
                     for r in range(hq):
                         row = phases[c, a, b, r * wq : (r + 1) * wq]
                         ih = r * sh + a - top
                         if ih < 0 or ih >= height:
                             row[:] = 0
                             continue
-                        for q in range(wq):
-                            iw = q * sw + b - left
-                            row[q] = plane[ih, iw] if 0 <= iw < width else 0
+                        row[:q0] = 0
+                        if q1 > q0:  # a slice copy: no index wrap-around test per pixel
+                            base = q0 * sw + b - left
+                            stop = base + (q1 - q0 - 1) * sw + 1
+                            row[q0:q1] = plane[ih, base:stop:sw]
+                        row[q1:] = 0
         acc = np.empty(length, x.dtype)
         for m in range((ng % groups) * per_group, (ng % groups + 1) * per_group):
             acc[:] = 0
