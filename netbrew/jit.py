@@ -27,9 +27,11 @@ netbrew is imported, or inside `with jit.disabled():`, which tests use to compar
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -82,13 +84,33 @@ def compile_seconds() -> float:
 
 
 class Kernel:
-    """A numba dispatcher that counts the time of calls that compile a new signature."""
+    """A numba dispatcher that counts the time of calls that compile a new signature.
+
+    `kernel.serial` is the same loop compiled with `parallel=False`, for calls too small to
+    pay for waking the other threads (a parallel region costs tens of microseconds when
+    OpenMP's threads wait passively)."""
 
     def __init__(self, fn: Callable, **options: Any) -> None:
         self.py_func = fn
+        self.options = options
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self._dispatcher = numba.njit(cache=True, nogil=True, **options)(fn) if numba else None
+
+    @functools.cached_property
+    def serial(self) -> Kernel:
+        if not self.options.get("parallel"):
+            return self
+        fn = self.py_func
+        # A renamed copy: numba's cache names its files by qualified name, and two
+        # dispatchers of one function with different options would share them.
+        twin = types.FunctionType(
+            fn.__code__, fn.__globals__, fn.__name__ + "_serial", fn.__defaults__, fn.__closure__
+        )
+        twin.__qualname__ = fn.__qualname__ + "_serial"
+        twin.__module__ = fn.__module__
+        twin.__doc__ = fn.__doc__
+        return Kernel(twin, **{**self.options, "parallel": False})
 
     def __call__(self, *args: Any) -> Any:
         dispatcher = self._dispatcher

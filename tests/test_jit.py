@@ -36,3 +36,16 @@ def test_disabled_is_per_thread_and_restores():
             assert not jit.enabled()
         assert not jit.enabled()
     assert jit.enabled() == jit._ENABLED
+
+
+def test_serial_twin_gives_the_same_numbers_and_caches_apart():
+    x = np.arange(20, dtype=np.float64).reshape(4, 5)
+    out, twin_out = np.empty_like(x), np.empty_like(x)
+    _double_rows(x, out)
+    serial = _double_rows.serial
+    assert serial is _double_rows.serial and serial.options["parallel"] is False
+    assert _double_rows.options["parallel"] is True
+    serial(x, twin_out)
+    np.testing.assert_array_equal(out, twin_out)
+    assert serial.py_func.__qualname__ != _double_rows.py_func.__qualname__
+    assert serial.serial is serial

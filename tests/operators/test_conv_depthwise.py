@@ -51,9 +51,20 @@ CASES = [
 
 @pytest.mark.parametrize("x_shape, mult, kernel, pads, dilations, strides", CASES)
 @pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize(
+    "hwc_max, min_work",
+    [(0, 0), (0, 10**12), (10**9, 0), (10**9, 10**12)],
+    ids=["planes-parallel", "planes-serial", "hwc-parallel", "hwc-serial"],
+)
 def test_depthwise_matches_numpy_path_and_reference(
-    x_shape, mult, kernel, pads, dilations, strides, with_bias
+    x_shape, mult, kernel, pads, dilations, strides, with_bias, hwc_max, min_work, monkeypatch
 ):
+    """Both loops of conv_numba (channel planes, channels-last), each on one thread and on
+    all of them."""
+    from netbrew.operators import conv_numba
+
+    monkeypatch.setattr(conv_numba, "HWC_MAX_PIXELS", hwc_max)
+    monkeypatch.setattr(conv_numba, "PARALLEL_MIN_WORK", min_work)
     rng = np.random.default_rng(0)
     c = x_shape[1]
     x = rng.standard_normal(x_shape).astype(np.float32)
