@@ -162,3 +162,18 @@ def test_direct_empty_batch():
     w = np.ones((4, 1, 3, 3), np.float32)
     got = direct_correlate(x, w, make_window(x.shape[2:], (3, 3), None, None, None))
     assert got.shape == (0, 4, 3, 3)
+
+
+@needs_jit
+@pytest.mark.parametrize("least", [0, 10**12], ids=["parallel", "serial"])
+def test_epilogue_on_one_thread_and_on_all(least, monkeypatch):
+    from netbrew.operators import conv_numba
+
+    monkeypatch.setattr(conv_numba, "PARALLEL_MIN_ELEMENTS", least)
+    rng = np.random.default_rng(3)
+    y = rng.standard_normal((2, 5, 3, 7)).astype(np.float32)
+    bias, residual = rng.standard_normal(5).astype(np.float32), rng.standard_normal(y.shape)
+    residual = residual.astype(np.float32)
+    want = np.clip(y + bias.reshape(1, 5, 1, 1) + residual, 0.0, 6.0)
+    got = conv_numba.epilogue(y.copy(), bias, residual, (0.0, 6.0))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
