@@ -47,6 +47,8 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     fused_elementwise,
     fused_elementwise_grad,
     fused_grad,
+    fused_transformer,
+    fused_transformer_grad,
     generators,
     generators_grad,
     grid_sample,

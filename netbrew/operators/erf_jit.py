@@ -25,7 +25,34 @@ import numpy as np
 
 from netbrew import jit
 
+try:  # a helper the kernels call; a plain function when numba is missing
+    from numba.extending import register_jitable
+except ImportError:
+
+    def register_jitable(fn):
+        return fn
+
+
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
+
+
+@register_jitable
+def erf_float32(z):
+    """erf(z) for a float32 z by the clamped rational form (NaN not handled: the callers
+    keep it)."""
+    z = min(max(z, np.float32(-4.0)), np.float32(4.0))
+    z2 = z * z
+    p = z2 * np.float32(-2.72614225801306e-10) + np.float32(2.77068142495902e-08)
+    p = p * z2 + np.float32(-2.10102402082508e-06)
+    p = p * z2 + np.float32(-5.69250639462346e-05)
+    p = p * z2 + np.float32(-7.34990630326855e-04)
+    p = p * z2 + np.float32(-2.95459980854025e-03)
+    p = p * z2 + np.float32(-1.60960333262415e-02)
+    q = z2 * np.float32(-1.45660718464996e-05) + np.float32(-2.13374055278905e-04)
+    q = q * z2 + np.float32(-1.68282697438203e-03)
+    q = q * z2 + np.float32(-7.37332916720468e-03)
+    q = q * z2 + np.float32(-1.42647390514189e-02)
+    return z * p / q
 
 
 @jit.kernel
@@ -33,20 +60,7 @@ def _erf_float32(x, out, gelu):
     """out = erf(x), or with gelu x / 2 * (1 + erf(x / sqrt 2)); x, out flat float32."""
     for i in jit.prange(x.size):
         v = x[i]
-        z = v * np.float32(_INV_SQRT2) if gelu else v
-        z = min(max(z, np.float32(-4.0)), np.float32(4.0))
-        z2 = z * z
-        p = z2 * np.float32(-2.72614225801306e-10) + np.float32(2.77068142495902e-08)
-        p = p * z2 + np.float32(-2.10102402082508e-06)
-        p = p * z2 + np.float32(-5.69250639462346e-05)
-        p = p * z2 + np.float32(-7.34990630326855e-04)
-        p = p * z2 + np.float32(-2.95459980854025e-03)
-        p = p * z2 + np.float32(-1.60960333262415e-02)
-        q = z2 * np.float32(-1.45660718464996e-05) + np.float32(-2.13374055278905e-04)
-        q = q * z2 + np.float32(-1.68282697438203e-03)
-        q = q * z2 + np.float32(-7.37332916720468e-03)
-        q = q * z2 + np.float32(-1.42647390514189e-02)
-        e = z * p / q
+        e = erf_float32(v * np.float32(_INV_SQRT2) if gelu else v)
         if v != v:  # NaN stays NaN (the clamp would turn it into a number)
             e = v
         out[i] = np.float32(0.5) * v * (np.float32(1.0) + e) if gelu else e

@@ -1,7 +1,8 @@
 """ONNX export of the fused ops: ConvRelu, GemmRelu and FCRelu become the base op then a
 Relu; ConvWinograd(Relu) a Conv (then a Relu) on the original weights; ConvShuffle the
 Conv, Relu, Reshape, Transpose and Reshape it folded; FusedElementwise
-becomes the nodes of its steps.
+becomes the nodes of its steps; MatMulBias a MatMul, Add (and Gelu); SkipLayerNormalization
+an Add then a LayerNormalization.
 
 Imported at the end of netbrew.converters.onnx.to_onnx (netbrew.operators.fused cannot
 import the converter registry itself without an import cycle).
@@ -142,3 +143,28 @@ def fused_conv_to_onnx(op: OperatorDef) -> Converted:
     if not steps:
         nodes[0].output[0] = out
     return Converted(nodes)
+
+
+@to_onnx("MatMulBias")
+def matmul_bias_to_onnx(op: OperatorDef) -> Converted:
+    """MatMulBias(A, B, C) -> Add(MatMul(A, B), C), then Gelu for activation='Gelu': the
+    nodes the fuse_matmul_bias pass fused."""
+    activation = args_dict(op.arg).get("activation", "")
+    out = op.output[0]
+    added = f"{out}__biased" if activation else out
+    nodes = [
+        helper.make_node("MatMul", list(op.input[:2]), [f"{out}__matmul"], name=op.name or None),
+        helper.make_node("Add", [f"{out}__matmul", op.input[2]], [added], name=f"{out}__add"),
+    ]
+    if activation:
+        nodes.append(helper.make_node(activation, [added], [out], name=f"{out}__gelu"))
+    return Converted(nodes)
+
+
+@to_onnx("SkipLayerNormalization")
+def skip_layer_normalization_to_onnx(op: OperatorDef) -> Converted:
+    """SkipLayerNormalization(X, Skip, Scale, B) -> LayerNormalization(Add(X, Skip), Scale,
+    B): the nodes the fuse_skip_layer_norm pass fused."""
+    total = f"{op.output[0]}__skip_sum"
+    add = helper.make_node("Add", list(op.input[:2]), [total], name=f"{total}__add")
+    return Converted([add, _node("LayerNormalization", op, [total, *op.input[2:]], op.output[0])])

@@ -15,6 +15,7 @@ from netbrew.netdef.passes.elementwise_fusion import fuse_elementwise
 from netbrew.netdef.passes.fold_batchnorm import fold_batch_norm
 from netbrew.netdef.passes.fusion import fuse_activation, fuse_conv_epilogue
 from netbrew.netdef.passes.memonger import share_blobs
+from netbrew.netdef.passes.transformer import fuse_transformer
 from netbrew.netdef.passes.winograd import winograd_convs
 from netbrew.proto.netbrew_pb2 import NetDef
 
@@ -57,17 +58,19 @@ def optimize(net: NetDef, level: int = 1, params: dict | None = None, *, keep: I
 def rewrite_for_inference(net: NetDef, params: dict, device: str = "cpu") -> tuple[NetDef, dict]:
     """The level-2 rewrites that read the parameters, in order: BatchNormalization folding,
     Relu fusion, conv epilogue fusion (residual Add, Relu, Clip), Winograd convs,
-    channel-shuffle folding. Returns (new NetDef, new params);
-    neither input is modified. For a GPU `device` the last three, which lay out work for
-    the CPU's kernels (FusedConv's epilogue is a numba loop), are left out: the CUDA
-    convolutions run ConvRelu and the plain ops."""
+    channel-shuffle folding, the transformer-layer fusions (attention scale, GELU,
+    MatMul bias, skip LayerNorm). Returns (new NetDef, new params);
+    neither input is modified. For a GPU `device` all but the first two, which lay out
+    work for the CPU's kernels (FusedConv's epilogue is a numba loop; the transformer ops
+    have no CUDA kernel), are left out: the CUDA convolutions run ConvRelu and the plain
+    ops."""
     net, params = fold_batch_norm(net, params)
     net = fuse_activation(net)
     if device != "cpu":
         return net, params
     net = fuse_conv_epilogue(net, params)
     net, params = winograd_convs(net, params)
-    return fold_channel_shuffle(net, params), params
+    return fuse_transformer(fold_channel_shuffle(net, params), params)
 
 
 def _copy(net: NetDef) -> NetDef:
@@ -85,6 +88,7 @@ __all__ = [
     "fuse_activation",
     "fuse_conv_epilogue",
     "fuse_elementwise",
+    "fuse_transformer",
     "optimize",
     "rewrite_for_inference",
     "share_blobs",
