@@ -79,9 +79,10 @@ def _shape(blobs: MutableMapping[str, Any], name: str) -> tuple[int, ...] | None
 def op_flops(op: CompiledOp, blobs: MutableMapping[str, Any]) -> float | None:
     """Multiply-add FLOPs (2 per MAC) of one run of `op`, from the shapes in `blobs`;
     None for op types not counted or when a shape is missing. The fused and Winograd forms
-    (ConvRelu, ConvWinograd, ConvShuffle, GemmRelu, ...) count as their base op: for
-    Winograd, the direct conv's FLOPs, so GFLOP/s compares with it."""
+    (ConvRelu, ConvWinograd, ConvShuffle, GemmRelu, MatMulBias, ...) count as their base
+    op: for Winograd, the direct conv's FLOPs, so GFLOP/s compares with it."""
     kind = op.op.type.removesuffix("Shuffle").removesuffix("Relu").removesuffix("Winograd")
+    kind = kind.removesuffix("Bias")
     if kind not in ("Conv", "Gemm", "MatMul", "FC"):
         return None
     a = _shape(blobs, op.inputs[0]) if op.inputs else None

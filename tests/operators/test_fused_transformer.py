@@ -143,3 +143,18 @@ def test_skip_layer_normalization_gradient(shapes, axis):
     inputs = [rand(*s, seed=n) if s else None for n, s in enumerate(shapes)]
     inputs = [v for v in inputs if v is not None]
     check_gradient("SkipLayerNormalization", inputs, eps=1e-6, axis=axis, stash_type=11)
+
+
+def test_the_profiler_counts_matmul_bias_flops_as_matmul():
+    from netbrew.executor import Workspace
+    from netbrew.netdef import op_def
+    from netbrew.proto.netbrew_pb2 import NetDef
+
+    net = NetDef(name="mb", external_input=["a", "b", "c"], external_output=["y"])
+    net.op.append(op_def("MatMulBias", ["a", "b", "c"], ["y"], activation="Gelu"))
+    ws = Workspace()
+    for name, value in zip("abc", [rand(2, 3, 4), rand(4, 5, seed=1), rand(5, seed=2)]):
+        ws.feed_blob(name, value)
+    ws.create_net(net)
+    (row,) = ws.run_net("mb", profile=True).op_rows()
+    assert row.op_type == "MatMulBias" and row.gflops_per_s is not None
