@@ -324,3 +324,28 @@ def test_the_fused_layer_exports_to_onnxruntime():
     session = ort.InferenceSession(model.SerializeToString())
     (got,) = session.run(None, feeds)
     np.testing.assert_allclose(got, outputs(net, params, feeds), rtol=1e-4, atol=1e-5)
+
+
+def test_the_fused_layer_differentiates_as_the_layer_did():
+    from netbrew.executor import Workspace
+    from netbrew.netdef import Net
+    from netbrew.netdef.autodiff import add_gradient_ops
+
+    net, params, feeds = bert_layer()
+    fused = fuse_skip_layer_norm(fuse_matmul_bias(fuse_gelu(net, params), params), params)
+    assert count(fused, "MatMulBias") == 4 and count(fused, "SkipLayerNormalization") == 2
+    wrt = ["x", "w_qkv", "b_in", "w_out", "g1", "beta2"]
+    r = np.random.default_rng(5).normal(size=(2, SEQ, HIDDEN)).astype(np.float32)
+    got = []
+    for proto in (net, fused):
+        model = Net(proto)
+        model.Mul(["y", "r"], "yr")
+        model.ReduceSum(["yr"], "loss", keepdims=0)
+        grads = add_gradient_ops(model, ["loss"], wrt=wrt)
+        ws = Workspace()
+        for name, value in {**feeds, **params, "r": r}.items():
+            ws.feed_blob(name, value)
+        ws.run_net_once(model)
+        got.append([ws.fetch_blob(grads[p]) for p in wrt])
+    for name, want, have in zip(wrt, *got):
+        np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5, err_msg=name)
