@@ -92,11 +92,12 @@ def measure(name: str, reps: int, threads: int, reference: bool) -> dict:
     and one ReferenceEvaluator run's if asked; with the np.matmul calls per netbrew run."""
     import onnx
 
-    model = onnx.load(model_path(name))
+    path = model_path(name)
+    model = onnx.load(path)
     feeds = dummy_inputs(model)
     netbrew, ort = (
-        prepare_runtime("netbrew", model, threads),
-        prepare_runtime("onnxruntime", model, threads),
+        prepare_runtime("netbrew-predictor", model, path, threads),
+        prepare_runtime("onnxruntime", model, path, threads),
     )
     for _ in range(WARMUP):
         netbrew(feeds)
@@ -120,7 +121,7 @@ def measure(name: str, reps: int, threads: int, reference: bool) -> dict:
     got["calls"] = calls
     got["reference"] = None
     if reference:
-        run = prepare_runtime("reference", model, threads)
+        run = prepare_runtime("reference", model, path, threads)
         start = time.perf_counter()
         run(feeds)
         got["reference"] = time.perf_counter() - start

@@ -46,8 +46,8 @@ from zoo import (  # noqa: E402
 
 WARMUP = 3  # untimed runs of each runtime (each stream) before the timed ones
 MODES = {  # mode -> (runtime, BLAS threads)
-    "netbrew": ("netbrew", 2),
-    "one_thread": ("netbrew", 1),
+    "netbrew": ("netbrew-predictor", 2),
+    "one_thread": ("netbrew-predictor", 1),
     "onnxruntime": ("onnxruntime", 2),
 }
 
@@ -103,13 +103,14 @@ def worker(mode: str, name: str, reps: int, queue) -> None:
         import onnx
 
         runtime, threads = MODES[mode]
-        model = onnx.load(model_path(name))
+        path = model_path(name)
+        model = onnx.load(path)
         feeds = dummy_inputs(model)
-        run = prepare_runtime(runtime, model, threads)
+        run = prepare_runtime(runtime, model, path, threads)
         times = time_runs(run, feeds, reps)
         both = None
         if mode == "one_thread":
-            both = two_streams([run, prepare_runtime(runtime, model, threads)], feeds, reps)
+            both = two_streams([run, prepare_runtime(runtime, model, path, threads)], feeds, reps)
         queue.put((times, both, None))
     except Exception as e:  # reported, not fatal: the other modes still run
         queue.put(([], None, f"{type(e).__name__}: {e}"))
