@@ -49,11 +49,18 @@ def finish(tracer: Any, outputs: list[Any], output_names: list[str]) -> list[Ope
 
 
 def build_nets(
-    name: str, tracer: Any, input_names: list[str], ops: list, output_names: list[str]
+    name: str,
+    tracer: Any,
+    input_names: list[str],
+    ops: list,
+    output_names: list[str],
+    state_order: Any = (),
 ) -> tuple[NetDef, NetDef]:
     """(init_net, predict_net): the init net fills the module's state and the constants
-    that any op (or subnet) reads."""
-    state = list(tracer.state_arrays)
+    that any op (or subnet) reads. State blobs named in `state_order` (a module's
+    state_dict keys, for trace) come first, in that order."""
+    first = [k for k in state_order if k in tracer.state_arrays]
+    state = list(dict.fromkeys([*first, *tracer.state_arrays]))
     read = deep_reads(ops)
     constants = [c for c in tracer.constants if c in read]
     init = Net(f"{name}_init")

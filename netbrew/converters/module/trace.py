@@ -52,7 +52,6 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.brew.initializers import add_given_fill
 from netbrew.brew.model_helper import ModelHelper, Tags
 from netbrew.netdef.net import Net
 from netbrew.netdef.passes.dead_code import eliminate_dead_code
@@ -61,7 +60,7 @@ from netbrew.nn._tracer import TracedValue, Tracer, TracerWarning, TracingError
 from netbrew.nn.module import Module
 from netbrew.operators import get_schema
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
-from netbrew.script.nets import deep_reads, subnets
+from netbrew.script.nets import build_nets, deep_reads, subnets
 
 __all__ = ["TracerWarning", "TracingError", "to_model_helper", "trace"]
 
@@ -111,7 +110,8 @@ def trace(
     elif len(output_names) != len(outputs):
         raise ValueError(f"got {len(output_names)} output names for {len(outputs)} outputs")
     ops = _finish(tracer, outputs, list(output_names))
-    return _build_nets(type(module).__name__, module, tracer, names, ops, list(output_names))
+    name = type(module).__name__
+    return build_nets(name, tracer, names, ops, list(output_names), module.state_dict())
 
 
 def _example_arrays(example_inputs: Any) -> list[np.ndarray]:
@@ -213,30 +213,6 @@ def _finish(tracer: Tracer, outputs: list[TracedValue], output_names: list[str])
     live = NetDef(external_output=[*output_names, *tracer.updates])
     live.op.extend(ops)
     return list(eliminate_dead_code(live).op)
-
-
-def _build_nets(
-    name: str,
-    module: Module,
-    tracer: Tracer,
-    input_names: list[str],
-    ops: list[OperatorDef],
-    output_names: list[str],
-) -> tuple[NetDef, NetDef]:
-    order = [k for k in module.state_dict() if k in tracer.state_arrays]
-    state = list(dict.fromkeys([*order, *tracer.state_arrays]))
-    read = deep_reads(ops)  # scripted submodules' subnets read constants too
-    constants = [c for c in tracer.constants if c in read]
-    init = Net(f"{name}_init")
-    for blob in state:
-        add_given_fill(init, blob, np.asarray(tracer.state_arrays[blob]))
-    for blob in constants:
-        add_given_fill(init, blob, tracer.constants[blob])
-    predict = NetDef(name=name)
-    predict.op.extend(ops)
-    predict.external_input.extend([*input_names, *state, *constants])
-    predict.external_output.extend(output_names)
-    return init.proto(), predict
 
 
 def to_model_helper(module: Module, init_net: NetDef, predict_net: NetDef) -> ModelHelper:
