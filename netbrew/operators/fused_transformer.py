@@ -30,7 +30,7 @@ from netbrew import jit
 from netbrew.errors import SchemaError
 from netbrew.operators import activations, arithmetic, matmul, normalization  # noqa: F401
 from netbrew.operators.erf_jit import erf_float32
-from netbrew.operators.layernorm_jit import FLOATS, REASSOC, STASHES, row_param, row_stats
+from netbrew.operators.layernorm_jit import FLOATS, REASSOC, row_param, row_stats, rows_view
 from netbrew.operators.schema import get_kernel, kernel, schema
 
 ACTIVATIONS = ("", "Gelu")
@@ -166,23 +166,21 @@ def _broadcasts_to(p: np.ndarray, shape: tuple[int, ...]) -> bool:
 def _skip_layer_norm_jit(x, skip, scale, b, axis, epsilon, stash_type) -> np.ndarray | None:
     """The numba path of skip_layer_normalization_cpu, or None where it does not apply
     (the fallback then checks the operands and raises as Add and LayerNormalization do)."""
-    if not jit.enabled() or x.dtype not in FLOATS or stash_type not in STASHES or x.size == 0:
-        return None
     if skip.shape != x.shape or skip.dtype != x.dtype or not -x.ndim <= axis < x.ndim:
         return None
-    if not (x.flags.c_contiguous and skip.flags.c_contiguous):
-        return None
     axis %= x.ndim
+    rows = rows_view(x, axis, stash_type)  # None: JIT off, other dtypes, not contiguous
+    if rows is None or not skip.flags.c_contiguous:
+        return None
     if any(p is not None and not _broadcasts_to(p, x.shape) for p in (scale, b)):
         return None
     scale_row, b_row = (row_param(p, x, axis) for p in (scale, b))
     if scale_row is None or (b is not None and b_row is None):
         return None
-    rows = math.prod(x.shape[:axis])
     y = np.empty(x.shape, x.dtype)
     skip_layer_norm(
-        x.reshape(rows, -1), skip.reshape(rows, -1), scale_row,
+        rows, skip.reshape(rows.shape), scale_row,
         scale_row if b_row is None else b_row, b_row is not None, float(epsilon),
-        y.reshape(rows, -1),
+        y.reshape(rows.shape),
     )  # fmt: skip
     return y
