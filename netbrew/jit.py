@@ -35,6 +35,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 # numba's OpenMP threads spin for a while after each parallel kernel, on the cores that
 # OpenBLAS's threads need for the next GEMM; passive waiting gives them back at once.
 # (densenet121 through the backend, 2 cores, medians: NETBREW_JIT=0 1215 ms; numba with
@@ -51,6 +53,9 @@ _ENABLED = numba is not None and os.environ.get("NETBREW_JIT", "1") != "0"
 _local = threading.local()
 _compile_seconds = 0.0
 _compile_lock = threading.Lock()
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+"""The dtypes the float kernels are compiled for; others take the NumPy path."""
 
 prange = numba.prange if numba is not None else range
 """`range` whose iterations a `parallel` kernel spreads over the cores."""

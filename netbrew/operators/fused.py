@@ -123,7 +123,7 @@ def _clamp(activation: str, low, high, dtype) -> tuple[float, float] | None:
     """(lo, hi) for the numba epilogue, or None where the unfused kernels must run (JIT off,
     a dtype other than float32/64, bounds that are not scalars of X's dtype: Clip's kernel
     then checks them and raises as Clip would)."""
-    if not jit.enabled() or dtype not in (np.float32, np.float64):
+    if not jit.enabled() or dtype not in jit.FLOATS:
         return None
     bounds = [-np.inf, np.inf]
     if activation == "Relu":

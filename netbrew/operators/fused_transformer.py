@@ -30,7 +30,7 @@ from netbrew import jit
 from netbrew.errors import SchemaError
 from netbrew.operators import activations, arithmetic, matmul, normalization  # noqa: F401
 from netbrew.operators.erf_jit import erf_float32
-from netbrew.operators.layernorm_jit import FLOATS, REASSOC, row_param, row_stats, rows_view
+from netbrew.operators.layernorm_jit import REASSOC, row_param, row_stats, rows_view
 from netbrew.operators.schema import get_kernel, kernel, schema
 
 ACTIVATIONS = ("", "Gelu")
@@ -121,7 +121,7 @@ def matmul_bias_cpu(
             f"{', '.join(map(repr, ACTIVATIONS))}"
         )
     (y,) = matmul.matmul_cpu(a, b)
-    row = _bias_row(c, y) if jit.enabled() and y.dtype in FLOATS else None
+    row = _bias_row(c, y) if jit.enabled() and y.dtype in jit.FLOATS else None
     if row is not None and y.ndim >= 1 and y.flags.c_contiguous and y.flags.writeable:
         flat = y.reshape(-1, y.shape[-1])
         bias_activation(flat, row, activation == "Gelu", y.dtype == np.float32)

@@ -35,7 +35,6 @@ except ImportError:
         return fn
 
 
-FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 STASHES = (1, 11)  # float32, float64: accumulating in float64 is at least as exact
 CHUNKS = 8  # row chunks of the backward, each with its own dScale partial
 # The row sums may be reassociated (so LLVM vectorizes them); NaN and inf keep their meaning.
@@ -44,7 +43,7 @@ REASSOC = {"reassoc", "contract"}
 
 def rows_view(x: np.ndarray, axis: int, stash_type: int) -> np.ndarray | None:
     """X as (R, D) when a numba kernel should run, else None (NumPy path)."""
-    if not jit.enabled() or x.dtype not in FLOATS or stash_type not in STASHES or x.size == 0:
+    if not jit.enabled() or x.dtype not in jit.FLOATS or stash_type not in STASHES or x.size == 0:
         return None
     if not x.flags.c_contiguous:
         return None

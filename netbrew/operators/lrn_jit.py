@@ -27,7 +27,6 @@ import numpy as np
 
 from netbrew import jit
 
-FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 TILE = 512  # pixels per tile: a window of channels x TILE pixels stays in L1/L2
 PIXEL_BLOCK = 64  # channels-last pixels per prange iteration (its buffers allocated once)
 
@@ -35,7 +34,7 @@ PIXEL_BLOCK = 64  # channels-last pixels per prange iteration (its buffers alloc
 def lrn_views(x: np.ndarray) -> tuple[str, np.ndarray] | None:
     """("planes", X as (N, C, S)) for a C-contiguous X, ("pixels", X as (N * S, C)) for a
     channels-last one, or None where the NumPy kernel should run."""
-    if not jit.enabled() or x.dtype not in FLOATS or x.size == 0 or x.ndim < 2:
+    if not jit.enabled() or x.dtype not in jit.FLOATS or x.size == 0 or x.ndim < 2:
         return None
     if x.flags.c_contiguous:
         return "planes", x.reshape(x.shape[0], x.shape[1], -1)

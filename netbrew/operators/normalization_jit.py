@@ -27,12 +27,10 @@ import numpy as np
 
 from netbrew import jit
 
-FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
 
 def channels_view(x: np.ndarray) -> np.ndarray | None:
     """X as (N, C, S) when a numba kernel should run, else None (NumPy path)."""
-    if not jit.enabled() or x.dtype not in FLOATS or x.ndim < 2 or x.size == 0:
+    if not jit.enabled() or x.dtype not in jit.FLOATS or x.ndim < 2 or x.size == 0:
         return None
     if not x.flags.c_contiguous:
         return None

@@ -26,13 +26,11 @@ import numpy as np
 from netbrew import jit
 from netbrew.operators.window import Window
 
-FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
 
 def plane_window(x: np.ndarray, win: Window) -> tuple[np.ndarray, tuple[int, ...]] | None:
     """(x viewed as (N, C, H, W), the window as (kh, kw, sh, sw, dh, dw, ph, pw, oh, ow))
     when a numba kernel should run; None for the NumPy path (JIT off, other dtypes, 3-D)."""
-    if not jit.enabled() or x.dtype not in FLOATS or len(win.kernel) not in (1, 2):
+    if not jit.enabled() or x.dtype not in jit.FLOATS or len(win.kernel) not in (1, 2):
         return None
     if len(win.kernel) == 1:
         x = x[:, :, None, :]
