@@ -149,3 +149,19 @@ def kernel(
         return Kernel(f, parallel=parallel, fastmath=fastmath, error_model=error_model)
 
     return wrap(fn) if fn is not None else wrap
+
+
+def helper(fn: Callable) -> Callable:
+    """A small function that kernels call, inlined into them by numba; the plain Python
+    function where numba is missing."""
+    return numba.njit(inline="always", cache=True, nogil=True)(fn) if numba else fn
+
+
+@helper
+def clamp(v, lo, hi):
+    """v limited to [lo, hi]; a NaN stays NaN, as through np.maximum / np.minimum."""
+    if v < lo:
+        v = lo
+    if v > hi:
+        v = hi
+    return v

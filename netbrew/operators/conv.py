@@ -25,7 +25,8 @@ from netbrew.operators.conv_columns import (
     scatter_columns,
     weight_grad_columns,
 )
-from netbrew.operators.conv_numba import direct_correlate, use_direct
+from netbrew.operators.conv_last import pointwise, use_pointwise
+from netbrew.operators.conv_numba import NO_CLAMP, direct_correlate, use_direct
 from netbrew.operators.conv_shift import shift_correlate, use_shift
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.schema import gradient, kernel, schema
@@ -153,11 +154,14 @@ def correlate(
 ) -> np.ndarray:
     """The windows of x (N, C, D1..Dn) times w (M, C/group, k1..kn), per group, plus `bias`
     (M,) if given: (N, M, O1..On). 2-D depthwise convs go through conv_numba's direct loop
-    where the JIT is on, stride-1 2-D convs that narrow the channels through conv_shift (no
+    where the JIT is on, 1x1 convs of a channels-last x through conv_last (both may answer
+    channels-last), stride-1 2-D convs that narrow the channels through conv_shift (no
     im2col copy); the rest through im2col and one batched matmul."""
     m = w.shape[0]
     if use_direct(x.shape[1], group, win):
         return direct_correlate(x, w, win, bias)
+    if use_pointwise(x, w, win, group):
+        return pointwise(x, w, bias, None, NO_CLAMP)
     if use_shift(x.shape[1], m, win, group):
         return shift_correlate(x, w, win, bias)
     if plain_3x3(win, group) and min(win.begin + win.end) >= 0:

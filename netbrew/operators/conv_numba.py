@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew import jit
+from netbrew.operators.conv_last import channels_last, depthwise
 from netbrew.operators.window import Window
 
 NO_CLAMP = (-np.inf, np.inf)
@@ -123,51 +124,127 @@ def _direct_conv2d(x, w, bias, y, sh, sw, dh, dw, top, left, lo, hi):
                 for oh in range(ho):
                     for ow in range(wo):
                         v = acc[oh * wq + ow] + bm
-                        if v < lo:
-                            v = lo
-                        if v > hi:
-                            v = hi
+                        v = jit.clamp(v, lo, hi)
                         out[oh, ow] = v
 
 
 @jit.kernel(parallel=PARALLEL)
-def _depthwise_hwc(x, w, bias, y, sh, sw, dh, dw, top, left, lo, hi):
-    """The depthwise conv (one channel a group, multiplier 1) channels-last: x (N, H, W, C),
-    w (kh, kw, C), y (N, Ho, Wo, C). Each output pixel's taps are multiply-adds along the
-    channels, one contiguous run each, so small images cost no per-row set-up."""
-    batch, height, width, channels = x.shape
-    kh, kw = w.shape[0], w.shape[1]
-    ho, wo = y.shape[1], y.shape[2]
-    for noh in jit.prange(batch * ho):
-        n = noh // ho
-        oh = noh % ho
-        for ow in range(wo):
-            for c in range(channels):
-                y[n, oh, ow, c] = bias[c]
-            for i in range(kh):
-                ih = oh * sh - top + i * dh
-                if ih < 0 or ih >= height:
-                    continue
-                for j in range(kw):
-                    iw = ow * sw - left + j * dw
-                    if iw < 0 or iw >= width:
+def _depthwise3x3(x, w, bias, y, sh, sw, dh, top, left, lo, hi):
+    """The 3x3 depthwise conv (multiplier 1) with column stride 1 or 2 and column dilation 1:
+    x (N, C, H, W), w (C, 9), y (N, C, Ho, Wo); any row stride and row dilation.
+
+    Each channel is first copied, zero-padded, into its sw column phases (phase b holds the
+    padded columns q * sw + b). Output row oh reads padded rows oh * sh + i * dh (i < 3),
+    and all nine taps of its pixels are summed in one pass along the row, which LLVM
+    vectorises: at stride 1 tap (i, j) reads row i at ow + j; at stride 2 taps 0 and 2 read
+    the even phase at ow and ow + 1, tap 1 the odd phase at ow. (The general loop above
+    makes nine passes over an accumulator instead, each a load and a store per pixel.)"""
+    batch, channels, height, width = x.shape
+    ho, wo = y.shape[2], y.shape[3]
+    hp = (ho - 1) * sh + 2 * dh + 1  # the padded rows that windows reach
+    wq = wo + 2 // sw  # the columns of a phase that taps reach
+    size = hp * wq
+    total = batch * channels
+    chunks = min(total, CHUNKS)
+    for chunk in jit.prange(chunks):
+        ph = np.empty(sw * size, x.dtype)
+        for nc in range(chunk * total // chunks, (chunk + 1) * total // chunks):
+            n = nc // channels
+            c = nc % channels
+            for b in range(sw):
+                # the columns q whose pixel q * sw + b - left lies inside the row
+                q0 = min(wq, max(0, (left - b + sw - 1) // sw))
+                q1 = max(q0, min(wq, (width + left - b + sw - 1) // sw))
+                for r in range(hp):
+                    dst = ph[b * size + r * wq : b * size + (r + 1) * wq]
+                    ih = r - top
+                    if ih < 0 or ih >= height:
+                        for q in range(wq):
+                            dst[q] = 0
                         continue
-                    for c in range(channels):
-                        y[n, oh, ow, c] += w[i, j, c] * x[n, ih, iw, c]
-            for c in range(channels):
-                v = y[n, oh, ow, c]
-                if v < lo:
-                    v = lo
-                if v > hi:
-                    v = hi
-                y[n, oh, ow, c] = v
+                    for q in range(q0):
+                        dst[q] = 0
+                    src = x[n, c, ih, q0 * sw + b - left :]
+                    for q in range(q1 - q0):
+                        dst[q0 + q] = src[q * sw]
+                    for q in range(q1, wq):
+                        dst[q] = 0
+            k = w[c]
+            w0, w1, w2, w3, w4, w5, w6, w7, w8 = (
+                k[0],
+                k[1],
+                k[2],
+                k[3],
+                k[4],
+                k[5],
+                k[6],
+                k[7],
+                k[8],
+            )
+            bc = bias[c]
+            for oh in range(ho):
+                r0 = oh * sh * wq
+                r1 = r0 + dh * wq
+                r2 = r1 + dh * wq
+                out = y[n, c, oh]
+                a0 = ph[r0 : r0 + wq]
+                a1 = ph[r1 : r1 + wq]
+                a2 = ph[r2 : r2 + wq]
+                if sw == 1:
+                    for ow in range(wo):
+                        v = (
+                            bc
+                            + w0 * a0[ow]
+                            + w1 * a0[ow + 1]
+                            + w2 * a0[ow + 2]
+                            + w3 * a1[ow]
+                            + w4 * a1[ow + 1]
+                            + w5 * a1[ow + 2]
+                            + w6 * a2[ow]
+                            + w7 * a2[ow + 1]
+                            + w8 * a2[ow + 2]
+                        )
+                        out[ow] = jit.clamp(v, lo, hi)
+                else:
+                    d0 = ph[size + r0 : size + r0 + wq]
+                    d1 = ph[size + r1 : size + r1 + wq]
+                    d2 = ph[size + r2 : size + r2 + wq]
+                    for ow in range(wo):
+                        v = (
+                            bc
+                            + w0 * a0[ow]
+                            + w1 * d0[ow]
+                            + w2 * a0[ow + 1]
+                            + w3 * a1[ow]
+                            + w4 * d1[ow]
+                            + w5 * a1[ow + 1]
+                            + w6 * a2[ow]
+                            + w7 * d2[ow]
+                            + w8 * a2[ow + 1]
+                        )
+                        out[ow] = jit.clamp(v, lo, hi)
+
+
+def use_3x3(w: np.ndarray, channels: int, win: Window) -> bool:
+    """Whether `_depthwise3x3` computes this depthwise conv."""
+    return (
+        USE_3X3
+        and w.shape[0] == channels
+        and w.shape[1:] == (1, 3, 3)
+        and win.strides[1] in (1, 2)
+        and win.dilations[1] == 1
+    )
+
+
+USE_3X3 = True
+"""Whether 3x3 depthwise convs too large for the channels-last loop take `_depthwise3x3`
+(tests turn it off to reach the general loop)."""
 
 
 HWC_MAX_PIXELS = 28 * 28
-"""Depthwise convs with at most this many output pixels go channels-last (`_depthwise_hwc`),
-the two transposes included: one thread, op by op against the channel-plane loop, 544
-channels at 7x7 0.31x the time, 480 at 14x14 0.52x, 240 at 28x28 stride 2 0.40x; at 56x56
-and up the plane loop is as fast."""
+"""Depthwise convs (multiplier 1) with at most this many output pixels, or with a
+channels-last input, go channels-last (conv_last.depthwise) and leave their output so; the
+rest take the channel-plane loops, which beat transposing a large NCHW input first."""
 
 PARALLEL_MIN_WORK = 1 << 20
 """Multiply-adds below which a kernel runs on one thread (`Kernel.serial`): waking OpenMP's
@@ -195,8 +272,8 @@ def direct_correlate(
     clamp: tuple[float, float] = NO_CLAMP,
 ) -> np.ndarray:
     """The 2-D grouped convolution of x (N, C, H, W) with w (M, C/group, kh, kw) over the
-    windows `win`, plus `bias` (M,) if given, clamped to `clamp`: (N, M, Ho, Wo), C-order.
-    The group count is C / w.shape[1]."""
+    windows `win`, plus `bias` (M,) if given, clamped to `clamp`: (N, M, Ho, Wo), C-order,
+    or channels-last where `HWC_MAX_PIXELS` says. The group count is C / w.shape[1]."""
     batch, m = x.shape[0], w.shape[0]
     y = np.empty((batch, m, *win.out), x.dtype)
     if y.size == 0:
@@ -204,20 +281,21 @@ def direct_correlate(
     b = np.zeros(m, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
     lo, hi = clamp
     work = y.size * w[0].size
-    if w.shape[1] == 1 and m == x.shape[1] and win.out[0] * win.out[1] <= HWC_MAX_PIXELS:
-        y_hwc = np.empty((batch, *win.out, m), x.dtype)
-        _pick(_depthwise_hwc, work)(
-            np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
-            np.ascontiguousarray(w[:, 0].transpose(1, 2, 0)),
+    if w.shape[1] == 1 and m == x.shape[1]:
+        if channels_last(x) or win.out[0] * win.out[1] <= HWC_MAX_PIXELS:
+            return depthwise(x, w, b, win, clamp)
+    if use_3x3(w, x.shape[1], win):
+        _pick(_depthwise3x3, work)(
+            np.ascontiguousarray(x),
+            np.ascontiguousarray(w).reshape(m, 9),
             b,
-            y_hwc,
+            y,
             *win.strides,
-            *win.dilations,
+            win.dilations[0],
             *win.begin,
-            float(lo),
-            float(hi),
+            x.dtype.type(lo),
+            x.dtype.type(hi),
         )
-        np.copyto(y, y_hwc.transpose(0, 3, 1, 2))
         return y
     _pick(_direct_conv2d, work)(
         np.ascontiguousarray(x),
@@ -248,11 +326,7 @@ def _epilogue(y, bias, residual, has_residual, lo, hi):
             v = row[p] + b
             if has_residual:
                 v += res[p]
-            if v < lo:
-                v = lo
-            if v > hi:
-                v = hi
-            row[p] = v
+            row[p] = jit.clamp(v, lo, hi)
 
 
 def epilogue(

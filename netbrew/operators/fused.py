@@ -22,6 +22,7 @@ import numpy as np
 from netbrew import jit
 from netbrew.errors import SchemaError
 from netbrew.operators import arithmetic, conv, matmul  # noqa: F401  (the base ops first)
+from netbrew.operators.conv_last import pointwise, use_pointwise
 from netbrew.operators.conv_numba import direct_correlate, epilogue, use_direct
 from netbrew.operators.schema import get_kernel, get_schema, kernel, schema
 from netbrew.operators.window import make_window
@@ -152,5 +153,7 @@ def _fused(x, w, b, z, clamp, attrs: dict) -> np.ndarray | None:
         return None
     if z is None and use_direct(x.shape[1], group, win):
         return direct_correlate(x, w, win, b, clamp)
+    if use_pointwise(x, w, win, group):
+        return pointwise(x, w, b, z, clamp)
     y = np.ascontiguousarray(conv.correlate(x, w, win, group))
     return epilogue(y, b, z, clamp)

@@ -46,6 +46,8 @@ CASES = [
     ((1, 7, 7, 7), 1, (1, 3), [0, 1, 0, 1], (1, 3), (1, 2)),  # 1x3, dilated columns
     ((1, 8, 1, 6), 1, (3, 3), [1, 1, 1, 1], (1, 1), (1, 1)),  # a single input row
     ((1, 4, 3, 3), 1, (3, 3), [3, 2, 4, 1], (2, 2), (2, 2)),  # windows wholly in padding
+    ((1, 5, 13, 11), 1, (3, 3), [2, 1, 0, 1], (2, 1), (1, 2)),  # dilated rows, column stride 2
+    ((2, 3, 30, 31), 1, (3, 3), [1, 1, 1, 1], (1, 1), (2, 2)),  # batch 2, odd width, stride 2
 ]
 
 
@@ -56,15 +58,19 @@ CASES = [
     [(0, 0), (0, 10**12), (10**9, 0), (10**9, 10**12)],
     ids=["planes-parallel", "planes-serial", "hwc-parallel", "hwc-serial"],
 )
+@pytest.mark.parametrize("use_3x3", [True, False], ids=["3x3-loop", "general-loop"])
 def test_depthwise_matches_numpy_path_and_reference(
-    x_shape, mult, kernel, pads, dilations, strides, with_bias, hwc_max, min_work, monkeypatch
-):
-    """Both loops of conv_numba (channel planes, channels-last), each on one thread and on
-    all of them."""
-    from netbrew.operators import conv_numba
+    x_shape, mult, kernel, pads, dilations, strides, with_bias, hwc_max, min_work, use_3x3,
+    monkeypatch,
+):  # fmt: skip
+    """The loops of conv_numba (channel planes: the 3x3 one and the general one;
+    channels-last), each on one thread and on all of them."""
+    from netbrew.operators import conv_last, conv_numba
 
     monkeypatch.setattr(conv_numba, "HWC_MAX_PIXELS", hwc_max)
     monkeypatch.setattr(conv_numba, "PARALLEL_MIN_WORK", min_work)
+    monkeypatch.setattr(conv_last, "PARALLEL_MIN_WORK", min_work)
+    monkeypatch.setattr(conv_numba, "USE_3X3", use_3x3)
     rng = np.random.default_rng(0)
     c = x_shape[1]
     x = rng.standard_normal(x_shape).astype(np.float32)

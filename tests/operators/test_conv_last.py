@@ -1,0 +1,116 @@
+"""Channels-last convs (conv_last): depthwise and 1x1 convs hand each other (N, C, H, W)
+views of channels-last memory, with the same numbers as the NumPy path (`jit.disabled()`)
+and the C-ordered path, whatever layout each input comes in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from netbrew import jit
+from netbrew.operators import conv_last
+from netbrew.operators.conv_last import channels_last, to_last
+from netbrew.testing import run_op
+
+needs_jit = pytest.mark.skipif(not jit.enabled(), reason="numba missing or NETBREW_JIT=0")
+
+
+def as_last(x: np.ndarray) -> np.ndarray:
+    """x's values as an (N, C, H, W) view of channels-last memory."""
+    return to_last(x).transpose(0, 3, 1, 2)
+
+
+def test_channels_last_tells_the_layouts_apart():
+    x = np.zeros((2, 3, 4, 5), np.float32)
+    assert not channels_last(x)
+    assert channels_last(as_last(x))
+    assert not channels_last(x.transpose(0, 1, 3, 2))  # some other strides
+    assert not channels_last(np.zeros((2, 3, 1, 1), np.float32))  # both layouts: NCHW
+    assert to_last(as_last(x)).base is not None  # no copy of channels-last memory
+
+
+@needs_jit
+@pytest.mark.parametrize("op", ["Conv", "FusedConv"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("min_elements", [0, 10**12], ids=["parallel", "serial"])
+def test_pointwise_conv_of_channels_last_input(op, dtype, min_elements, monkeypatch):
+    """A 1x1 conv of a channels-last X: bias, residual (either layout) and Clip in the
+    GEMM's epilogue; the output stays channels-last."""
+    monkeypatch.setattr(conv_last, "PARALLEL_MIN_ELEMENTS", min_elements)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 24, 5, 7)).astype(dtype)
+    w = rng.standard_normal((40, 24, 1, 1)).astype(dtype)
+    b = rng.standard_normal(40).astype(dtype)
+    if op == "Conv":
+        inputs, attrs = [x, w, b], {}
+    else:
+        z = rng.standard_normal((2, 40, 5, 7)).astype(dtype)
+        lo, hi = np.array(-0.5, dtype), np.array(1.5, dtype)
+        inputs, attrs = [x, w, b, as_last(z), lo, hi], {"activation": "Clip"}
+    with jit.disabled():
+        (want,) = run_op(op, inputs, **attrs)
+    inputs[0] = as_last(x)
+    (got,) = run_op(op, inputs, **attrs)
+    assert channels_last(got) and got.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    if op == "FusedConv":  # the residual in C order gives the same
+        inputs[3] = np.ascontiguousarray(inputs[3])
+        np.testing.assert_allclose(run_op(op, inputs, **attrs)[0], want, rtol=tol, atol=tol)
+
+
+@needs_jit
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2)])
+@pytest.mark.parametrize("size", [9, 40], ids=["small", "wide"])
+def test_inverted_residual_chain_stays_channels_last(strides, size):
+    """1x1 expand + Relu6, depthwise 3x3 + Relu6, 1x1 project (+ the block input): the
+    MobileNetV2 block, run op by op. A wide image reaches the depthwise conv in C order
+    and is computed on channel planes; a small one, or any channels-last input, goes
+    channels-last, and the project conv stays there."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 8, size, size)).astype(np.float32)
+    w1 = rng.standard_normal((32, 8, 1, 1)).astype(np.float32) * 0.3
+    w2 = rng.standard_normal((32, 1, 3, 3)).astype(np.float32) * 0.3
+    w3 = rng.standard_normal((8, 32, 1, 1)).astype(np.float32) * 0.3
+    b1, b2, b3 = (rng.standard_normal(n).astype(np.float32) for n in (32, 32, 8))
+    lo, hi = np.array(0, np.float32), np.array(6, np.float32)
+    conv_attrs = dict(pads=[1, 1, 1, 1], strides=list(strides), group=32)
+
+    def block(x_in):
+        (h,) = run_op("FusedConv", [x_in, w1, b1, None, lo, hi], activation="Clip")
+        (d,) = run_op("FusedConv", [h, w2, b2, None, lo, hi], activation="Clip", **conv_attrs)
+        z = x_in if strides == (1, 1) else None
+        (y,) = run_op("FusedConv", [d, w3, b3, z], activation="")
+        return h, d, y
+
+    with jit.disabled():
+        want = block(x)
+    for x_in in (x, as_last(x)):
+        got = block(x_in)
+        for g, v in zip(got, want):
+            np.testing.assert_allclose(g, v, rtol=1e-4, atol=1e-5)
+        wide_nchw = size == 40 and strides == (1, 1) and not channels_last(x_in)
+        assert channels_last(got[1]) is not wide_nchw
+        assert channels_last(got[2]) is channels_last(got[1])
+
+
+@needs_jit
+def test_channels_last_output_feeds_any_op():
+    """Other ops read the view as the NCHW array it is: pooling, Add, Concat, Reshape."""
+    rng = np.random.default_rng(2)
+    x = as_last(rng.standard_normal((1, 16, 6, 6)).astype(np.float32))
+    w = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
+    (y,) = run_op("Conv", [x, w], pads=[1, 1, 1, 1], group=16)
+    assert channels_last(y)
+    with jit.disabled():
+        (want,) = run_op("Conv", [np.ascontiguousarray(x), w], pads=[1, 1, 1, 1], group=16)
+    for op, extra, attrs in [
+        ("GlobalAveragePool", [], {}),
+        ("MaxPool", [], {"kernel_shape": [2, 2], "strides": [2, 2]}),
+        ("Add", [want], {}),
+        ("Concat", [want], {"axis": 1}),
+        ("Reshape", [np.array([1, -1])], {}),
+    ]:
+        (got,) = run_op(op, [y, *extra], **attrs)
+        (ref,) = run_op(op, [want, *extra], **attrs)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6, err_msg=op)
