@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew import jit
-from netbrew.operators.window import Window
+from netbrew.operators.window import Window, im2col
 
 PARALLEL_MIN_ELEMENTS = 1 << 19
 """Outputs below which the epilogue runs on one thread (as conv_numba's)."""
@@ -132,14 +132,48 @@ def pointwise(
     any layout."""
     batch, channels, height, width = x.shape
     m = w.shape[0]
-    rows = batch * height * width
     y = np.empty((batch, height, width, m), x.dtype)
-    flat = y.reshape(rows, m)
-    np.matmul(to_last(x).reshape(rows, channels), w.reshape(m, channels).T, out=flat)
-    b = np.zeros(m, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
-    res = flat if residual is None else to_last(residual).reshape(rows, m)
+    flat = y.reshape(-1, m)
+    np.matmul(to_last(x).reshape(-1, channels), w.reshape(m, channels).T, out=flat)
+    return _finish(y, bias, residual, clamp)
+
+
+def columns(
+    x: np.ndarray,
+    w: np.ndarray,
+    win: Window,
+    bias: np.ndarray | None,
+    clamp: tuple[float, float],
+) -> np.ndarray:
+    """The ungrouped 2-D conv of x (N, C, H, W), any layout, with w (M, C, kh, kw) by
+    im2col, the GEMM turned to give its output channels-last: clamp(conv + bias) as an
+    (N, M, Ho, Wo) view of channels-last memory. (The same multiply-adds as the C-ordered
+    GEMM; the fuse_conv_epilogue pass asks for it where depthwise convs read the output.)"""
+    batch, m = x.shape[0], w.shape[0]
+    y = np.empty((batch, *win.out, m), x.dtype)
+    flat = y.reshape(batch, -1, m)
+    w_t = w.reshape(m, -1).T
+    x = np.ascontiguousarray(x)
+    for n in range(batch):
+        cols = im2col(x[n : n + 1], win, 1)  # (1, 1, C * kh * kw, Ho * Wo), scratch
+        np.matmul(cols[0, 0].T, w_t, out=flat[n])
+    return _finish(y, bias, None, clamp)
+
+
+def _finish(
+    y: np.ndarray,
+    bias: np.ndarray | None,
+    residual: np.ndarray | None,
+    clamp: tuple[float, float],
+) -> np.ndarray:
+    """clamp(y + bias + residual) in place over y (N, H, W, M), channels-last; returned as
+    its (N, M, H, W) view."""
+    m = y.shape[-1]
+    flat = y.reshape(-1, m)
+    b = np.zeros(m, y.dtype) if bias is None else np.ascontiguousarray(bias, y.dtype)
+    res = flat if residual is None else to_last(residual).reshape(flat.shape)
     kernel = _epilogue if y.size >= PARALLEL_MIN_ELEMENTS else _epilogue.serial
-    kernel(flat, b, res, residual is not None, x.dtype.type(clamp[0]), x.dtype.type(clamp[1]))
+    kernel(flat, b, res, residual is not None, y.dtype.type(clamp[0]), y.dtype.type(clamp[1]))
     return y.transpose(0, 3, 1, 2)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from netbrew import jit
 from netbrew.errors import SchemaError
 from netbrew.operators import arithmetic, conv, matmul  # noqa: F401  (the base ops first)
-from netbrew.operators.conv_last import pointwise, use_pointwise
+from netbrew.operators.conv_last import columns, pointwise, use_pointwise
 from netbrew.operators.conv_numba import direct_correlate, epilogue, use_direct
 from netbrew.operators.schema import get_kernel, get_schema, kernel, schema
 from netbrew.operators.window import make_window
@@ -75,12 +75,14 @@ schema(
     "FusedConv",
     inputs=["X", "W", "B?", "Z?", "min?", "max?"],
     outputs=["Y"],
-    attrs={**conv._ATTRS, "activation": ""},
+    attrs={**conv._ATTRS, "activation": "", "channels_last": 0},
     dtypes={0: "float", 1: "float", 2: "float", 3: "float"},
     onnx=False,
     doc="Y = activation(Conv(X, W, B) + Z): Z (the residual) optional, added as Add does; "
     "activation '' (none), 'Relu' or 'Clip' (bounds min, max: optional scalars, as Clip's); "
-    "X, W, B and attributes as Conv's; Y shaped as Add(Conv(X, W, B), Z)",
+    "X, W, B and attributes as Conv's; Y shaped as Add(Conv(X, W, B), Z). channels_last=1 "
+    "lets an ungrouped 2-D conv without Z leave Y channels-last in memory (set by the "
+    "fuse_conv_epilogue pass where only depthwise convs read Y); the values are the same",
 )
 
 
@@ -94,6 +96,7 @@ def fused_conv_cpu(
     high: np.ndarray | None = None,
     *,
     activation: str = "",
+    channels_last: int = 0,
     **conv_attrs: Any,
 ) -> tuple[np.ndarray]:
     """Conv, then + Z, then Relu or Clip: one numba pass after the conv where the JIT is on,
@@ -107,7 +110,7 @@ def fused_conv_cpu(
         raise SchemaError(f"inputs min and max are Clip's bounds, got activation={activation!r}")
     clamp = _clamp(activation, low, high, x.dtype)
     if clamp is not None:
-        y = _fused(x, w, b, z, clamp, conv_attrs)
+        y = _fused(x, w, b, z, clamp, conv_attrs, bool(channels_last))
         if y is not None:
             return (y,)
     (y,) = conv.conv_cpu(x, w, b, **conv_attrs)
@@ -140,9 +143,10 @@ def _clamp(activation: str, low, high, dtype) -> tuple[float, float] | None:
     return bounds[0], bounds[1]
 
 
-def _fused(x, w, b, z, clamp, attrs: dict) -> np.ndarray | None:
+def _fused(x, w, b, z, clamp, attrs: dict, last: bool) -> np.ndarray | None:
     """The conv with the epilogue fused in, or None where Z does not have the conv output's
-    shape and dtype (broadcasting or a mismatch the Add kernel handles or reports)."""
+    shape and dtype (broadcasting or a mismatch the Add kernel handles or reports); `last`:
+    an ungrouped 2-D conv without Z may answer channels-last (conv_last.columns)."""
     group = attrs.get("group", 1)
     conv.check_conv_operands(x, w, b, group, attrs.get("kernel_shape"), transposed=False)
     win = make_window(
@@ -155,5 +159,7 @@ def _fused(x, w, b, z, clamp, attrs: dict) -> np.ndarray | None:
         return direct_correlate(x, w, win, b, clamp)
     if use_pointwise(x, w, win, group):
         return pointwise(x, w, b, z, clamp)
+    if last and z is None and group == 1 and len(win.kernel) == 2:
+        return columns(x, w, win, b, clamp)
     y = np.ascontiguousarray(conv.correlate(x, w, win, group))
     return epilogue(y, b, z, clamp)

@@ -177,7 +177,7 @@ def fused_conv_grad(op, g_out, g_in):
     """The unfused ops' gradients in reverse: the activation's, Add's, then Conv's."""
     activation = copy_attrs(op).get("activation", "")
     x, w, b, z, low, high = [*op.input, *[""] * 6][:6]
-    conv = base_op(op, "Conv", [x, w, b] if b else [x, w], drop=("activation",))
+    conv = base_op(op, "Conv", [x, w, b] if b else [x, w], drop=("activation", "channels_last"))
     dy, ops = g_out[0], []
     conv_out = tmp(g_out[0], "conv_out")
     if z or activation == "Clip":  # Add's gradient reduces like it; ClipGradient reads it

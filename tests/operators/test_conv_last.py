@@ -114,3 +114,26 @@ def test_channels_last_output_feeds_any_op():
         (got,) = run_op(op, [y, *extra], **attrs)
         (ref,) = run_op(op, [want, *extra], **attrs)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6, err_msg=op)
+
+
+@needs_jit
+@pytest.mark.parametrize("batch", [1, 3])
+def test_fused_conv_asked_for_channels_last(batch):
+    """channels_last=1 turns an ungrouped conv's GEMM to answer channels-last, with the
+    same values; ONNX export drops the attribute."""
+    from netbrew.converters.onnx.to_onnx import CONVERTERS
+    from netbrew.netdef import op_def
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((batch, 3, 11, 9)).astype(np.float32)
+    w = rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    inputs = [x, w, b, None, np.array(0, np.float32), np.array(6, np.float32)]
+    attrs = dict(activation="Clip", pads=[1, 1, 1, 1], strides=[2, 2])
+    (want,) = run_op("FusedConv", inputs, **attrs)
+    (got,) = run_op("FusedConv", inputs, channels_last=1, **attrs)
+    assert channels_last(got) and not channels_last(want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    op = op_def("FusedConv", ["x", "w", "b", "", "lo", "hi"], ["y"], channels_last=1, **attrs)
+    conv = CONVERTERS["FusedConv"](op).nodes[0]
+    assert conv.op_type == "Conv" and "channels_last" not in {a.name for a in conv.attribute}

@@ -128,6 +128,7 @@ def fused_conv_to_onnx(op: OperatorDef) -> Converted:
     the fuse_conv_epilogue pass fused."""
     attrs = args_dict(op.arg)
     activation = attrs.pop("activation", "")
+    attrs.pop("channels_last", None)  # a memory layout, not part of the conv
     x, w, b, z, low, high = [*op.input, *[""] * 6][:6]
     out = op.output[0]
     steps = [("Add", [z])] if z else []

@@ -105,7 +105,42 @@ def fuse_conv_epilogue(net: NetDef, params: dict | None = None) -> NetDef:
         fused[last] = new
         dropped.update([i, *steps[:-1]])
     ops = [fused.get(i, op) for i, op in enumerate(net.op) if i not in dropped]
-    return copy_net(net, ops)
+    out = copy_net(net, ops)
+    _mark_channels_last(out, params)
+    return out
+
+
+def _mark_channels_last(net: NetDef, params: dict) -> None:
+    """Sets channels_last=1 on each ungrouped 2-D FusedConv without a residual (not 1x1,
+    which follows its input's layout) whose output only depthwise convs read, as their X,
+    and is not a net output: they compute channels-last anyway (conv_last), so the output
+    need not be turned back to C order and then again (MobileNetV2's first conv)."""
+    used, live_out = readers(net)
+    for i, op in enumerate(net.op):
+        attrs = args_dict(op.arg)
+        w = params.get(op.input[1]) if op.type == "FusedConv" else None
+        if w is None or attrs.get("group", 1) != 1 or np.ndim(w) != 4 or w.shape[2:] == (1, 1):
+            continue
+        if len(op.input) > 3 and op.input[3] or (i, 0) in live_out:
+            continue
+        reading = used.get((i, 0), [])
+        if reading and all(_depthwise_of(net.op[k], op.output[0], params) for k in reading):
+            op.arg.extend([make_arg("channels_last", 1)])
+
+
+def _depthwise_of(op: OperatorDef, blob: str, params: dict) -> bool:
+    """Whether `op` is a 2-D depthwise conv (multiplier 1) of `blob`, reading it as X only."""
+    if op.type not in ("Conv", "FusedConv") or list(op.input).count(blob) != 1:
+        return False
+    w = params.get(op.input[1]) if len(op.input) > 1 else None
+    group = args_dict(op.arg).get("group", 1)
+    return (
+        op.input[0] == blob
+        and w is not None
+        and np.ndim(w) == 4
+        and w.shape[1] == 1
+        and w.shape[0] == group > 1
+    )
 
 
 def _epilogue_chain(net: NetDef, used, live_out, i: int, params: dict, written: set[str]):

@@ -123,3 +123,45 @@ def test_lone_relu_second_reader_and_overwritten_input_are_left_alone():
     )
     out = fuse_conv_epilogue(clobbered, feeds)
     assert [op.type for op in out.op] == ["Conv", "Conv", "Relu", "Sum"]
+
+
+def _stem_net(extra_readers=()):
+    """MobileNetV2's stem: a 3x3 stride-2 conv + Relu6, read by a depthwise conv + Relu6."""
+    net = NetDef(name="stem", external_input=["x", "w1", "b1", "wd", "lo", "hi"])
+    net.external_output.append("y")
+    net.op.extend(
+        [
+            op_def("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+            op_def("Clip", ["c", "lo", "hi"], ["h"]),
+            op_def("Conv", ["h", "wd"], ["d"], pads=[1, 1, 1, 1], group=8),
+            op_def("Clip", ["d", "lo", "hi"], ["y"]),
+            *extra_readers,
+        ]
+    )
+    rng = np.random.default_rng(1)
+    feeds = {
+        "x": rng.normal(size=(2, 3, 17, 15)).astype(np.float32),
+        "w1": rng.normal(size=(8, 3, 3, 3)).astype(np.float32),
+        "b1": rng.normal(size=8).astype(np.float32),
+        "wd": rng.normal(size=(8, 1, 3, 3)).astype(np.float32),
+        "lo": np.array(0, np.float32),
+        "hi": np.array(6, np.float32),
+    }
+    return net, feeds
+
+
+def test_stem_conv_read_only_by_a_depthwise_conv_answers_channels_last():
+    net, feeds = _stem_net()
+    out = fuse_conv_epilogue(net, feeds)
+    assert [op.type for op in out.op] == ["FusedConv", "FusedConv"]
+    assert args_dict(out.op[0].arg).get("channels_last") == 1
+    assert "channels_last" not in args_dict(out.op[1].arg)  # depthwise: follows its input
+    assert_same(net, out, feeds)
+
+
+def test_stem_conv_with_another_reader_stays_c_ordered():
+    net, feeds = _stem_net([op_def("Relu", ["h"], ["r"])])
+    out = fuse_conv_epilogue(net, feeds)
+    assert "channels_last" not in args_dict(out.op[0].arg)
+    net.external_output.append("h")
+    assert "channels_last" not in args_dict(fuse_conv_epilogue(net, feeds).op[0].arg)
