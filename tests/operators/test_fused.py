@@ -9,8 +9,8 @@ import pytest
 
 from netbrew import jit
 from netbrew.converters.onnx.to_onnx import CONVERTERS
-from netbrew.operators.conv_last import channels_last
 from netbrew.operators import GRADIENTS
+from netbrew.operators.conv_last import channels_last
 from netbrew.testing import check_op, rand, run_op
 
 CASES = [
