@@ -117,6 +117,10 @@ class Kernel:
         twin.__doc__ = fn.__doc__
         return Kernel(twin, **{**self.options, "parallel": False})
 
+    def pick(self, work: int, least: int) -> Kernel:
+        """This kernel, or its one-thread twin where `work` is under `least`."""
+        return self if work >= least else self.serial
+
     def __call__(self, *args: Any) -> Any:
         dispatcher = self._dispatcher
         if dispatcher is None:

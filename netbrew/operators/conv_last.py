@@ -87,7 +87,7 @@ def depthwise(
     batch, channels = x.shape[:2]
     y = np.empty((batch, *win.out, channels), x.dtype)
     work = y.size * w.shape[2] * w.shape[3]
-    kernel = _depthwise if work >= PARALLEL_MIN_WORK else _depthwise.serial
+    kernel = _depthwise.pick(work, PARALLEL_MIN_WORK)
     kernel(
         to_last(x),
         np.ascontiguousarray(w[:, 0].transpose(1, 2, 0)),
@@ -172,7 +172,7 @@ def _finish(
     flat = y.reshape(-1, m)
     b = np.zeros(m, y.dtype) if bias is None else np.ascontiguousarray(bias, y.dtype)
     res = flat if residual is None else to_last(residual).reshape(flat.shape)
-    kernel = _epilogue if y.size >= PARALLEL_MIN_ELEMENTS else _epilogue.serial
+    kernel = _epilogue.pick(y.size, PARALLEL_MIN_ELEMENTS)
     kernel(flat, b, res, residual is not None, y.dtype.type(clamp[0]), y.dtype.type(clamp[1]))
     return y.transpose(0, 3, 1, 2)
 

@@ -259,11 +259,6 @@ PARALLEL_MIN_ELEMENTS = 1 << 19
 191 us, 96 x 112 x 112 195 against 283 us.)"""
 
 
-def _pick(kernel: jit.Kernel, work: int, least: int | None = None) -> jit.Kernel:
-    """`kernel`, or its one-thread twin where `work` is under `least` (PARALLEL_MIN_WORK)."""
-    return kernel if work >= (PARALLEL_MIN_WORK if least is None else least) else kernel.serial
-
-
 def direct_correlate(
     x: np.ndarray,
     w: np.ndarray,
@@ -285,7 +280,7 @@ def direct_correlate(
         if channels_last(x) or win.out[0] * win.out[1] <= HWC_MAX_PIXELS:
             return depthwise(x, w, b, win, clamp)
     if use_3x3(w, x.shape[1], win):
-        _pick(_depthwise3x3, work)(
+        _depthwise3x3.pick(work, PARALLEL_MIN_WORK)(
             np.ascontiguousarray(x),
             np.ascontiguousarray(w).reshape(m, 9),
             b,
@@ -297,7 +292,7 @@ def direct_correlate(
             x.dtype.type(hi),
         )
         return y
-    _pick(_direct_conv2d, work)(
+    _direct_conv2d.pick(work, PARALLEL_MIN_WORK)(
         np.ascontiguousarray(x),
         np.ascontiguousarray(w),
         b,
@@ -341,6 +336,6 @@ def epilogue(
     flat = y.reshape(batch, m, -1)
     b = np.zeros(m, y.dtype) if bias is None else np.ascontiguousarray(bias, y.dtype)
     res = flat if residual is None else np.ascontiguousarray(residual).reshape(flat.shape)
-    kernel = _pick(_epilogue, y.size, PARALLEL_MIN_ELEMENTS)
+    kernel = _epilogue.pick(y.size, PARALLEL_MIN_ELEMENTS)
     kernel(flat, b, res, residual is not None, float(clamp[0]), float(clamp[1]))
     return y

@@ -117,9 +117,10 @@ def _mark_channels_last(net: NetDef, params: dict) -> None:
     need not be turned back to C order and then again (MobileNetV2's first conv)."""
     used, live_out = readers(net)
     for i, op in enumerate(net.op):
-        attrs = args_dict(op.arg)
         w = params.get(op.input[1]) if op.type == "FusedConv" else None
-        if w is None or attrs.get("group", 1) != 1 or np.ndim(w) != 4 or w.shape[2:] == (1, 1):
+        if w is None or np.ndim(w) != 4 or w.shape[2:] == (1, 1):
+            continue
+        if args_dict(op.arg).get("group", 1) != 1:
             continue
         if len(op.input) > 3 and op.input[3] or (i, 0) in live_out:
             continue
