@@ -161,7 +161,7 @@ def correlate(
     if use_direct(x.shape[1], group, win):
         return direct_correlate(x, w, win, bias)
     if use_pointwise(x, w, win, group):
-        return pointwise(x, w, bias, None, NO_CLAMP)
+        return pointwise(x, w, bias, None, NO_CLAMP, group)
     if use_shift(x.shape[1], m, win, group):
         return shift_correlate(x, w, win, bias)
     if plain_3x3(win, group) and min(win.begin + win.end) >= 0:

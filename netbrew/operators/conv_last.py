@@ -102,22 +102,24 @@ def depthwise(
     return y.transpose(0, 3, 1, 2)
 
 
-def is_pointwise(win: Window, group: int) -> bool:
-    """Whether the conv is 2-D, ungrouped, 1x1, stride 1 and unpadded: one GEMM."""
+def is_pointwise(win: Window) -> bool:
+    """Whether the conv is 2-D, 1x1, stride 1 and unpadded: one GEMM per group."""
     ones = (1, 1)
-    return (
-        group == 1
-        and win.kernel == ones
-        and win.strides == ones
-        and win.begin == (0, 0)
-        and win.end == (0, 0)
-    )
+    return win.kernel == ones and win.strides == ones and win.begin == (0, 0) and win.end == (0, 0)
+
+
+MIN_GROUP_CHANNELS = 16
+"""Input and output channels per group below which a grouped 1x1 conv leaves this path:
+its GEMMs get too narrow (a depthwise 1x1 conv would be one per channel)."""
 
 
 def use_pointwise(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> bool:
     """Whether `pointwise` computes this conv: the JIT is on, x is channels-last and the
-    conv is `is_pointwise`."""
-    return jit.enabled() and x.dtype in jit.FLOATS and channels_last(x) and is_pointwise(win, group)
+    conv is `is_pointwise`, ungrouped or with at least MIN_GROUP_CHANNELS a group."""
+    wide = group == 1 or min(w.shape[0] // group, w.shape[1]) >= MIN_GROUP_CHANNELS
+    return (
+        jit.enabled() and x.dtype in jit.FLOATS and channels_last(x) and is_pointwise(win) and wide
+    )
 
 
 def pointwise(
@@ -126,16 +128,26 @@ def pointwise(
     bias: np.ndarray | None,
     residual: np.ndarray | None,
     clamp: tuple[float, float],
+    group: int = 1,
 ) -> np.ndarray:
-    """The 1x1 conv of channels-last x (N, C, H, W) with w (M, C, 1, 1): clamp(x w^T + bias
-    + residual) as an (N, M, H, W) view of channels-last memory; the residual (N, M, H, W),
-    any layout."""
-    batch, channels, height, width = x.shape
-    m = w.shape[0]
-    y = np.empty((batch, height, width, m), x.dtype)
-    flat = y.reshape(-1, m)
-    np.matmul(to_last(x).reshape(-1, channels), w.reshape(m, channels).T, out=flat)
+    """The 1x1 conv of channels-last x (N, C, H, W) with w (M, C/group, 1, 1): clamp(x w^T
+    + bias + residual) as an (N, M, H, W) view of channels-last memory; the residual (N, M,
+    H, W), any layout. Group g's GEMM reads its channels' columns of the (N H W, C) image
+    and writes its block of the output's (N H W, M) rows in place: strided matrices that
+    BLAS takes as they are."""
+    batch, _, height, width = x.shape
+    y = np.empty((batch, height, width, w.shape[0]), x.dtype)
+    pointwise_rows(x, w, group, y.reshape(batch * height * width, -1))
     return _finish(y, bias, residual, clamp)
+
+
+def pointwise_rows(x: np.ndarray, w: np.ndarray, group: int, out: np.ndarray) -> None:
+    """`pointwise`'s GEMMs alone: x (N, C, H, W) channels-last, w (M, C/group, 1, 1), into
+    out (N H W, M), group by group."""
+    rows, m = out.shape
+    image = to_last(x).reshape(rows, group, -1).transpose(1, 0, 2)  # (G, N H W, C/G)
+    blocks = out.reshape(rows, group, m // group).transpose(1, 0, 2)  # (G, N H W, M/G)
+    np.matmul(image, w.reshape(group, m // group, -1).transpose(0, 2, 1), out=blocks)
 
 
 def columns(

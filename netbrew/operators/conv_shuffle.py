@@ -21,13 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from netbrew import jit
 from netbrew.operators.conv import _ATTRS, check_conv_operands, conv_cpu
+from netbrew.operators.conv_last import PARALLEL_MIN_ELEMENTS, pointwise_rows, use_pointwise
 from netbrew.operators.conv_numba import use_direct
 from netbrew.operators.conv_shift import use_shift
 from netbrew.operators.fused import relu_in_place
 from netbrew.operators.schema import REQUIRED, kernel, schema
 from netbrew.operators.shape import reshape_dims
-from netbrew.operators.window import Window, im2col, make_window, work_dtype
+from netbrew.operators.window import Window, im2col, make_window, scratch, work_dtype
 
 schema(
     "ConvShuffle",
@@ -85,6 +87,12 @@ def conv_shuffle_cpu(
         get("auto_pad", "NOTSET"),
     )  # fmt: skip
     groups = shuffle_groups((x.shape[0], m, *win.out), grouped_shape, shape)
+    if groups == group and use_pointwise(x, w, win, group):
+        work = work_dtype(x.dtype)
+        y = _pointwise_shuffled(
+            x.astype(work, copy=False), w.astype(work, copy=False), b, group, bool(relu)
+        )
+        return (y.astype(x.dtype, copy=False),)
     if groups is not None and groups == group and _plain_gemm(x.shape[1], m, win, group):
         work = work_dtype(x.dtype)
         bias = None if b is None else b.astype(work, copy=False)
@@ -119,3 +127,39 @@ def _grouped_into_shuffled(
     if bias is not None:
         grouped += bias.reshape(group, per, 1)
     return out.reshape(batch, m, *win.out)
+
+
+def _pointwise_shuffled(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, group: int, relu: bool
+) -> np.ndarray:
+    """The grouped 1x1 conv of channels-last x (conv_last.pointwise's GEMMs, into scratch),
+    then bias, Relu and the shuffle in one pass: an (N, M, H, W) view of channels-last
+    memory, so the depthwise conv that follows in ShuffleNet's units reads it in place."""
+    batch, _, height, width = x.shape
+    m = w.shape[0]
+    rows = batch * height * width
+    grouped = scratch("shuffle_rows", (rows, m), x.dtype)
+    pointwise_rows(x, w, group, grouped)
+    y = np.empty((batch, height, width, m), x.dtype)
+    bias = np.zeros(m, x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
+    low = x.dtype.type(0 if relu else -np.inf)
+    kernel = _shuffle_rows.pick(y.size, PARALLEL_MIN_ELEMENTS)
+    kernel(grouped, bias, y.reshape(rows, m), group, low, x.dtype.type(np.inf))
+    return y.transpose(0, 3, 1, 2)
+
+
+@jit.kernel
+def _shuffle_rows(z, bias, y, groups, lo, hi):
+    """y[r, j * groups + g] = clamp(z[r, g * per + j] + bias[g * per + j]), per = M /
+    groups: each row's channels shuffled, reading each group's run in order."""
+    rows, m = z.shape
+    per = m // groups
+    for r in jit.prange(rows):
+        src = z[r]
+        dst = y[r]
+        for g in range(groups):
+            run = src[g * per : (g + 1) * per]
+            add = bias[g * per : (g + 1) * per]
+            out = dst[g:]
+            for j in range(per):
+                out[j * groups] = jit.clamp(run[j] + add[j], lo, hi)

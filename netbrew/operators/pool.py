@@ -1,9 +1,10 @@
 """MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool.
 
-The pooled ops reduce strided views of the padded input, one vectorised step per kernel
-offset along one axis at a time (window.window_reduce: k1 + k2 steps for a k1 x k2 window,
-never a loop over pixels). MaxPool with Indices reduces over all K offsets at once to track
-the first max.
+MaxPool and AveragePool of channels-last images (2-D windows) run pool_jit's numba loop
+where the JIT is on, and answer channels-last. The NumPy kernels, its fallback and oracle,
+reduce strided views of the padded input, one vectorised step per kernel offset along one
+axis at a time (window.window_reduce: k1 + k2 steps for a k1 x k2 window, never a loop over
+pixels). MaxPool with Indices reduces over all K offsets at once to track the first max.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from netbrew.errors import ShapeError
+from netbrew.operators import pool_jit
 from netbrew.operators.schema import REQUIRED, kernel, schema
 from netbrew.operators.window import (
     Window,
@@ -99,6 +101,9 @@ def max_pool_cpu(
     # Small integer types widen to float64 (exact) so -inf padding can never tie a value.
     work = np.float64 if x.dtype.kind in "iub" and x.dtype.itemsize <= 4 else x.dtype
     if not (len(output_mask) > 1 and output_mask[1]):
+        best = pool_jit.pool(x, win, True, None)
+        if best is not None:
+            return best, None
         best = window_reduce(x.astype(work, copy=False), win, np.maximum, lowest(work))
         return best.astype(x.dtype, copy=False), None
     best, arg = window_max(max_slices(x.astype(work, copy=False), win))
@@ -168,9 +173,14 @@ def average_pool_cpu(
         # one undilated window over the whole image (a global pool written as AveragePool):
         # a plain reduction, without the per-axis window steps
         total = np.add.reduce(x, axis=tuple(range(2, x.ndim)), keepdims=True, dtype=work)
-    else:
-        total = window_reduce(x.astype(work, copy=False), win, np.add)
-    total /= window_counts(win, spatial_in, bool(count_include_pad)).astype(work)
+        total /= window_counts(win, spatial_in, bool(count_include_pad)).astype(work)
+        return (total.astype(x.dtype, copy=False),)
+    counts = window_counts(win, spatial_in, bool(count_include_pad))
+    mean = pool_jit.pool(x, win, False, counts)
+    if mean is not None:
+        return (mean,)
+    total = window_reduce(x.astype(work, copy=False), win, np.add)
+    total /= counts.astype(work)
     return (total.astype(x.dtype, copy=False),)
 
 

@@ -1,22 +1,31 @@
-"""numba kernel for the MaxPool gradient over overlapping windows (DESIGN §8).
+"""numba kernels for MaxPool and AveragePool of channels-last images, and for the MaxPool
+gradient over overlapping windows (DESIGN §8).
 
-Each (n, c) plane is one `prange` iteration, so the planes spread over the cores and the
-windows of one plane (the only ones that overlap) stay on one thread: dX is scattered
-without races. A window reads its pixels in place, skipping the padding, so no padded copy
-is made. The NumPy kernel in pool_grad.py stays as the fallback and as the tests' oracle;
-`plane_window` says when this kernel applies (float32/float64, one or two spatial axes;
-1-D pools run as 1 x W images).
+Forward (`pool`): an input that is a channels-last view (conv_last's depthwise and 1x1
+convs hand those on) pools channels-last, each tap one vectorised run along the channels,
+and answers channels-last too, so the chain stays in that layout. Inside ShuffleNet its
+three 3x3 stride-2 AveragePools took 0.27 against 0.51 ms (window.window_reduce over the
+same views). C-ordered inputs keep the NumPy kernel: a plane-by-plane numba loop (rows
+reduced into a buffer, then columns, all vectorised) ran 0.5-0.7x NumPy's time op by op,
+but inside squeezenet and ShuffleNet it ran as slow or slower (squeezenet's 128x55x55 and
+256x27x27 MaxPools 0.47 and 0.34 ms against 0.41 and 0.25), and transposing a C-ordered
+input to pool channels-last costs more than it saves.
 
-Measured against the NumPy path, interleaved in one process (2 cores shared with other
-jobs, so ratios of medians, numba / NumPy): MaxPoolGradient 3x3 windows 0.4-0.6x on
-inception/squeezenet-sized planes (64x112x112 s2, 480x28x28 s1 pad 1, 96x109x109 s2) and
-0.4x at (32, 64, 32, 32) 3x3 s2 pad 1; parallel=False measured 0.5-0.7x. Windows that tile
-the input (2x2 stride 2, the demo's) keep NumPy's strided path, which this loop lost to (1.6x).
+Gradient: each (n, c) plane is one `prange` iteration, so the planes spread over the cores
+and the windows of one plane (the only ones that overlap) stay on one thread: dX is
+scattered without races. A window reads its pixels in place, skipping the padding, so no
+padded copy is made. Measured against the NumPy path, interleaved in one process (2 cores
+shared with other jobs, so ratios of medians, numba / NumPy): MaxPoolGradient 3x3 windows
+0.4-0.6x on inception/squeezenet-sized planes (64x112x112 s2, 480x28x28 s1 pad 1,
+96x109x109 s2) and 0.4x at (32, 64, 32, 32) 3x3 s2 pad 1; parallel=False measured 0.5-0.7x.
+Windows that tile the input (2x2 stride 2, the demo's) keep NumPy's strided path, which this
+loop lost to (1.6x). AveragePoolGradient (0.2-3x, no steady gain over col2im) and
+GlobalAveragePool (NumPy's reduction takes 35-150 us; a parallel launch alone costs more)
+stay NumPy.
 
-Loops that lost and were not kept (same measurements): MaxPool and AveragePool forward
-(3-25x slower than window.window_reduce's separable, vectorised taps, parallel or not),
-AveragePoolGradient (0.2-3x, no steady gain over col2im) and GlobalAveragePool (NumPy's
-reduction takes 35-150 us; a parallel launch alone costs more).
+The NumPy kernels in pool.py and pool_grad.py stay as the fallback and as the tests'
+oracle; `plane_window` says when the gradient kernel applies (float32/float64, one or two
+spatial axes; 1-D pools run as 1 x W images).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew import jit
+from netbrew.operators.conv_last import channels_last
 from netbrew.operators.window import Window
 
 
@@ -76,3 +86,66 @@ def max_pool_grad_2d(x, y, dy, kh, kw, sh, sw, dh, dw, ph, pw, dx):
                 r, s = i * sh - ph, j * sw - pw
                 if not found and 0 <= r < height and 0 <= s < width:
                     dx[n, c, r, s] += dy[n, c, i, j]
+
+
+PARALLEL_MIN_WORK = 1 << 17
+"""Window taps (outputs times window size) below which a pool runs on one thread."""
+
+
+def pool(x: np.ndarray, win: Window, is_max: bool, counts: np.ndarray | None) -> np.ndarray | None:
+    """MaxPool (`is_max`) or AveragePool of a channels-last x (N, C, H, W) over `win`, the
+    sums divided by `counts` (the window sizes (Ho, Wo), pool.window_counts), as an (N, C,
+    Ho, Wo) view of channels-last memory; None where the NumPy kernel must run (JIT off,
+    other dtypes, other layouts and ranks)."""
+    if not (jit.enabled() and x.dtype in jit.FLOATS and channels_last(x) and len(win.kernel) == 2):
+        return None
+    batch, channels = x.shape[:2]
+    (kh, kw), (oh, ow) = win.kernel, win.out
+    divisor = np.ones((oh, ow)) if counts is None else counts
+    y = np.empty((batch, oh, ow, channels), x.dtype)
+    kernel = _pool_last.pick(y.size * kh * kw, PARALLEL_MIN_WORK)
+    kernel(
+        x.transpose(0, 2, 3, 1),
+        y,
+        *win.kernel,
+        *win.strides,
+        *win.dilations,
+        *win.begin,
+        is_max,
+        divisor.astype(x.dtype),
+    )
+    return y.transpose(0, 3, 1, 2)
+
+
+@jit.kernel
+def _pool_last(x, y, kh, kw, sh, sw, dh, dw, top, left, is_max, counts):
+    """Max or mean pooling channels-last: x (N, H, W, C), y (N, Ho, Wo, C); each tap one run
+    along the channels. Padding is skipped: max never sees it, the mean divides by `counts`
+    (Ho, Wo). A NaN wins a max, as in np.maximum."""
+    batch, height, width, channels = x.shape
+    ho, wo = y.shape[1], y.shape[2]
+    init = -np.inf if is_max else 0.0
+    for noh in jit.prange(batch * ho):
+        n = noh // ho
+        oh = noh % ho
+        for ow in range(wo):
+            out = y[n, oh, ow]
+            out[:] = init
+            for i in range(kh):
+                ih = oh * sh - top + i * dh
+                if ih < 0 or ih >= height:
+                    continue
+                for j in range(kw):
+                    iw = ow * sw - left + j * dw
+                    if iw < 0 or iw >= width:
+                        continue
+                    src = x[n, ih, iw]
+                    if is_max:
+                        for c in range(channels):
+                            v, o = src[c], out[c]
+                            out[c] = v if v > o or v != v else o
+                    else:
+                        for c in range(channels):
+                            out[c] += src[c]
+            if not is_max:
+                out /= counts[oh, ow]

@@ -60,6 +60,38 @@ def test_pointwise_conv_of_channels_last_input(op, dtype, min_elements, monkeypa
 
 
 @needs_jit
+@pytest.mark.parametrize("op", ["Conv", "FusedConv"])
+@pytest.mark.parametrize("group", [2, 3])
+def test_grouped_pointwise_conv_of_channels_last_input(op, group, spy):
+    """A grouped 1x1 conv (ShuffleNet's) of a channels-last X: one GEMM per group on the
+    channel blocks in place, output channels-last, residual in either layout."""
+    calls = spy(conv_last, "pointwise_rows")
+    rng = np.random.default_rng(group)
+    x = rng.standard_normal((2, 16 * group, 4, 6)).astype(np.float32)
+    w = rng.standard_normal((18 * group, 16, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(18 * group).astype(np.float32)
+    inputs, attrs = [x, w, b], {"group": group}
+    if op == "FusedConv":
+        z = rng.standard_normal((2, 18 * group, 4, 6)).astype(np.float32)
+        inputs, attrs = [x, w, b, z], {"group": group, "activation": "Relu"}
+    with jit.disabled():
+        (want,) = run_op(op, inputs, **attrs)
+    for residual_layout in (np.ascontiguousarray, as_last)[: len(inputs) - 2]:
+        given = [as_last(x), w, b, *map(residual_layout, inputs[3:])]
+        (got,) = run_op(op, given, **attrs)
+        assert channels_last(got)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert len(calls) == len(inputs) - 2
+    # narrow groups stay on the C-ordered path
+    narrow = [as_last(x[:, : 4 * group]), w[:, :4], b, *inputs[3:]]
+    with jit.disabled():
+        (want,) = run_op(op, [np.ascontiguousarray(narrow[0]), *narrow[1:]], **attrs)
+    (got,) = run_op(op, narrow, **attrs)
+    assert len(calls) == len(inputs) - 2
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@needs_jit
 @pytest.mark.parametrize("strides", [(1, 1), (2, 2)])
 @pytest.mark.parametrize("size", [9, 40], ids=["small", "wide"])
 def test_inverted_residual_chain_stays_channels_last(strides, size):

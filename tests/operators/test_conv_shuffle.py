@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from netbrew import jit
 from netbrew.errors import ShapeError
 from netbrew.operators import conv_shuffle as conv_shuffle_module
 from netbrew.operators.conv import conv_cpu
+from netbrew.operators.conv_last import channels_last
 from netbrew.operators.conv_shuffle import conv_shuffle_cpu, shuffle_groups
 from netbrew.operators.shape import reshape_cpu, transpose_cpu
 
@@ -118,3 +120,32 @@ def test_runs_as_an_op_in_a_net():
     ws.run_operator_once(op_def("ConvShuffle", ["x", "w", "b"], ["y"], group=2, relu=1, **shapes))
     want = three_ops(x, w, b, relu=1, group=2, **shapes)
     np.testing.assert_allclose(ws.fetch_blob("y"), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not jit.enabled(), reason="numba missing or NETBREW_JIT=0")
+@pytest.mark.parametrize("relu", [0, 1])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("min_elements", [0, 10**12], ids=["parallel", "serial"])
+def test_channels_last_input_answers_channels_last_shuffled(
+    relu, with_bias, min_elements, monkeypatch, spy
+):
+    """ShuffleNet's units hand the grouped 1x1 conv a channels-last X (the previous unit's
+    output): its GEMMs read the channel blocks in place, and bias, Relu and the shuffle
+    run in one pass into channels-last memory."""
+    monkeypatch.setattr(conv_shuffle_module, "PARALLEL_MIN_ELEMENTS", min_elements)
+    calls = spy(conv_shuffle_module, "_pointwise_shuffled")
+    x, w, b = operands((2, 64, 5, 7), 96, (1, 1), 4, seed=3)
+    b = b if with_bias else None
+    shapes = dict(grouped_shape=[2, 4, 24, 5, 7], shape=[2, 96, 5, 7])
+    want = three_ops(x, w, b, relu=relu, group=4, **shapes)
+    last = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    (got,) = conv_shuffle_cpu(last, w, b, group=4, relu=relu, **shapes)
+    assert len(calls) == 1 and channels_last(got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # groups narrower than conv_last.MIN_GROUP_CHANNELS take the C-ordered path
+    x, w, b = operands((1, 24, 5, 5), 32, (1, 1), 4, seed=4)
+    last = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    shapes = dict(grouped_shape=[1, 4, 8, 5, 5], shape=[1, 32, 5, 5])
+    (got,) = conv_shuffle_cpu(last, w, b, group=4, **shapes)
+    assert len(calls) == 1 and not channels_last(got)
+    np.testing.assert_allclose(got, three_ops(x, w, b, relu=0, group=4, **shapes), atol=1e-5)

@@ -1,11 +1,15 @@
-"""The numba MaxPool gradient against the NumPy kernel (its oracle) on awkward windows."""
+"""The numba MaxPool and AveragePool loops and the MaxPool gradient against the NumPy kernels
+(their oracles) on awkward windows, in both layouts."""
 
 import numpy as np
 import pytest
 
 from netbrew import jit
-from netbrew.operators.pool import max_pool_cpu
+from netbrew.operators import pool_jit
+from netbrew.operators.conv_last import channels_last
+from netbrew.operators.pool import average_pool_cpu, max_pool_cpu
 from netbrew.operators.pool_grad import max_pool_gradient_cpu
+from netbrew.operators.window import make_window
 
 pytestmark = pytest.mark.skipif(not jit.enabled(), reason="numba is not installed or NETBREW_JIT=0")
 
@@ -17,6 +21,73 @@ CASES = [
     ((2, 2, 6, 5), dict(kernel_shape=[3, 3], strides=[2, 1], auto_pad="SAME_LOWER")),
     ((2, 3, 13), dict(kernel_shape=[4], strides=[3], pads=[2, 1])),
 ]
+
+FORWARD_CASES = [
+    *CASES,
+    ((1, 5, 12, 12), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((2, 4, 9, 11), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[0, 2, 1, 0], ceil_mode=1)),
+    ((1, 3, 5, 5), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2])),
+]
+
+
+def as_last(x):
+    """x's values as an (N, C, H, W) view of channels-last memory."""
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, attrs", [c for c in FORWARD_CASES if len(c[0]) == 4])
+def test_max_pool_numba_matches_numpy(shape, attrs, dtype):
+    rng = np.random.default_rng(shape[-1])
+    x = rng.standard_normal(shape).astype(dtype)
+    with jit.disabled():
+        want = max_pool_cpu(x, output_mask=(True, False), **attrs)[0]
+    got = max_pool_cpu(as_last(x), output_mask=(True, False), **attrs)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape and channels_last(got)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, attrs", [c for c in FORWARD_CASES if len(c[0]) == 4])
+def test_average_pool_numba_matches_numpy(shape, attrs, dtype, include_pad):
+    rng = np.random.default_rng(shape[-1])
+    x = rng.standard_normal(shape).astype(dtype)
+    attrs = dict(attrs, count_include_pad=include_pad)
+    with jit.disabled():
+        want = average_pool_cpu(x, **attrs)[0]
+    got = average_pool_cpu(as_last(x), **attrs)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape and channels_last(got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_pool_numba_nan_wins_and_both_thread_modes(parallel, monkeypatch):
+    monkeypatch.setattr(pool_jit, "PARALLEL_MIN_WORK", 0 if parallel else 1 << 40)
+    x = np.arange(2 * 6 * 7 * 7, dtype=np.float32).reshape(2, 6, 7, 7) % 11
+    x[1, 2, 3, 4] = np.nan
+    attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    with jit.disabled():
+        want_max = max_pool_cpu(x, output_mask=(True, False), **attrs)[0]
+        want_mean = average_pool_cpu(x, **attrs)[0]
+    assert np.isnan(want_max).sum() == 2  # windows (1, 2) and (2, 2)
+    np.testing.assert_array_equal(
+        max_pool_cpu(as_last(x), output_mask=(True, False), **attrs)[0], want_max
+    )
+    np.testing.assert_allclose(average_pool_cpu(as_last(x), **attrs)[0], want_mean, rtol=1e-6)
+
+
+def test_pool_numba_leaves_other_cases_to_numpy():
+    x = np.ones((1, 2, 6, 6), np.float32)  # C-ordered: NumPy's separable steps
+    win = make_window(x.shape[2:], [3, 3], None, None, None, "NOTSET")
+    assert pool_jit.pool(x, win, True, None) is None
+    x = np.ones((1, 2, 4, 4, 4), np.float32)  # 3-D windows
+    win = make_window(x.shape[2:], [2, 2, 2], None, None, None, "NOTSET")
+    assert pool_jit.pool(x, win, True, None) is None
+    half = np.ones((1, 2, 4, 4), np.float16)
+    win = make_window(half.shape[2:], [2, 2], None, None, None, "NOTSET")
+    assert pool_jit.pool(half, win, True, None) is None
+    assert max_pool_cpu(half, output_mask=(True, False), kernel_shape=[2, 2])[0].dtype == np.float16
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
