@@ -113,10 +113,13 @@ MIN_GROUP_CHANNELS = 16
 its GEMMs get too narrow (a depthwise 1x1 conv would be one per channel)."""
 
 
-def use_pointwise(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> bool:
+def use_pointwise(
+    x: np.ndarray, w: np.ndarray, win: Window, group: int, least: int = MIN_GROUP_CHANNELS
+) -> bool:
     """Whether `pointwise` computes this conv: the JIT is on, x is channels-last and the
-    conv is `is_pointwise`, ungrouped or with at least MIN_GROUP_CHANNELS a group."""
-    wide = group == 1 or min(w.shape[0] // group, w.shape[1]) >= MIN_GROUP_CHANNELS
+    conv is `is_pointwise`, ungrouped or with at least `least` input and output channels
+    a group."""
+    wide = group == 1 or min(w.shape[0] // group, w.shape[1]) >= least
     return (
         jit.enabled() and x.dtype in jit.FLOATS and channels_last(x) and is_pointwise(win) and wide
     )

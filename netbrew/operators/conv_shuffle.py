@@ -87,7 +87,7 @@ def conv_shuffle_cpu(
         get("auto_pad", "NOTSET"),
     )  # fmt: skip
     groups = shuffle_groups((x.shape[0], m, *win.out), grouped_shape, shape)
-    if groups == group and use_pointwise(x, w, win, group):
+    if groups == group and use_pointwise(x, w, win, group, least=1):
         work = work_dtype(x.dtype)
         y = _pointwise_shuffled(
             x.astype(work, copy=False), w.astype(work, copy=False), b, group, bool(relu)
@@ -134,7 +134,10 @@ def _pointwise_shuffled(
 ) -> np.ndarray:
     """The grouped 1x1 conv of channels-last x (conv_last.pointwise's GEMMs, into scratch),
     then bias, Relu and the shuffle in one pass: an (N, M, H, W) view of channels-last
-    memory, so the depthwise conv that follows in ShuffleNet's units reads it in place."""
+    memory, so the depthwise conv that follows in ShuffleNet's units reads it in place.
+    Taken however narrow the groups: inside ShuffleNet its first unit's conv (6 channels
+    a group, 56x56) ran 0.42 against 0.31 ms on the C-ordered path, and the depthwise conv
+    after it 0.14 against 0.40."""
     batch, _, height, width = x.shape
     m = w.shape[0]
     rows = batch * height * width

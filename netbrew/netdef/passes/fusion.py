@@ -111,22 +111,51 @@ def fuse_conv_epilogue(net: NetDef, params: dict | None = None) -> NetDef:
 
 
 def _mark_channels_last(net: NetDef, params: dict) -> None:
-    """Sets channels_last=1 on each ungrouped 2-D FusedConv without a residual (not 1x1,
-    which follows its input's layout) whose output only depthwise convs read, as their X,
-    and is not a net output: they compute channels-last anyway (conv_last), so the output
-    need not be turned back to C order and then again (MobileNetV2's first conv)."""
+    """Sets channels_last=1 on each ungrouped 2-D FusedConv without a residual whose output
+    only depthwise convs (as their X) and 2-D MaxPools and AveragePools read, and is not a
+    net output: those compute channels-last anyway (conv_last, pool_jit), so the output
+    need not be turned back to C order and then again (the stems of MobileNetV2 and
+    ShuffleNet). A ConvRelu so read becomes FusedConv(activation="Relu") to carry the
+    mark. 1x1 convs follow their input's layout, and stride-1 3x3 ones are left to the
+    Winograd pass."""
     used, live_out = readers(net)
     for i, op in enumerate(net.op):
-        w = params.get(op.input[1]) if op.type == "FusedConv" else None
+        w = params.get(op.input[1]) if op.type in ("FusedConv", "ConvRelu") else None
         if w is None or np.ndim(w) != 4 or w.shape[2:] == (1, 1):
             continue
-        if args_dict(op.arg).get("group", 1) != 1:
+        args = args_dict(op.arg)
+        if args.get("group", 1) != 1 or (len(op.input) > 3 and op.input[3]):
             continue
-        if len(op.input) > 3 and op.input[3] or (i, 0) in live_out:
+        if op.type == "ConvRelu" and _winograd_kind(w, args) or (i, 0) in live_out:
             continue
         reading = used.get((i, 0), [])
-        if reading and all(_depthwise_of(net.op[k], op.output[0], params) for k in reading):
-            op.arg.extend([make_arg("channels_last", 1)])
+        if not reading or not all(
+            _reads_channels_last(net.op[k], op.output[0], params) for k in reading
+        ):
+            continue
+        if op.type == "ConvRelu":
+            op.type = "FusedConv"
+            op.arg.extend([make_arg("activation", "Relu")])
+        op.arg.extend([make_arg("channels_last", 1)])
+
+
+def _winograd_kind(w: np.ndarray, args: dict) -> bool:
+    """Whether a 3x3 conv is stride 1 and undilated, the kind winograd_convs rewrites."""
+    ones = [1, 1]
+    return (
+        w.shape[2:] == (3, 3)
+        and list(args.get("strides", ones)) == ones
+        and list(args.get("dilations", ones)) == ones
+    )
+
+
+def _reads_channels_last(op: OperatorDef, blob: str, params: dict) -> bool:
+    """Whether `op` computes channels-last from `blob`: a depthwise conv of it, or a 2-D
+    MaxPool (without Indices) or AveragePool."""
+    if op.type in ("MaxPool", "AveragePool"):
+        kernel = args_dict(op.arg).get("kernel_shape", [])
+        return list(op.input) == [blob] and len(op.output) == 1 and len(kernel) == 2
+    return _depthwise_of(op, blob, params)
 
 
 def _depthwise_of(op: OperatorDef, blob: str, params: dict) -> bool:

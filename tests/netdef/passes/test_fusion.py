@@ -165,3 +165,49 @@ def test_stem_conv_with_another_reader_stays_c_ordered():
     assert "channels_last" not in args_dict(out.op[0].arg)
     net.external_output.append("h")
     assert "channels_last" not in args_dict(fuse_conv_epilogue(net, feeds).op[0].arg)
+
+
+def _pooled_stem(strides, readers):
+    """ShuffleNet's and ResNet's stem: Conv + Relu (ConvRelu after fuse_activation), then
+    `readers` of its output r."""
+    net = NetDef(name="stem", external_input=["x", "w", "b"], external_output=["y"])
+    net.op.extend(
+        [
+            op_def("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=strides),
+            op_def("Relu", ["c"], ["r"]),
+            *readers,
+        ]
+    )
+    rng = np.random.default_rng(2)
+    feeds = {
+        "x": rng.normal(size=(2, 3, 17, 15)).astype(np.float32),
+        "w": rng.normal(size=(8, 3, 3, 3)).astype(np.float32),
+        "b": rng.normal(size=8).astype(np.float32),
+    }
+    return net, feeds
+
+
+def test_stem_conv_read_by_pools_answers_channels_last():
+    pools = [
+        op_def("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        op_def("AveragePool", ["r"], ["q"], kernel_shape=[3, 3], strides=[2, 2]),
+        op_def("Add", ["p", "p"], ["y"]),
+    ]
+    net, feeds = _pooled_stem([2, 2], pools)
+    net.external_output.append("q")
+    out = fuse_conv_epilogue(fuse_activation(net), feeds)
+    assert out.op[0].type == "FusedConv"
+    args = args_dict(out.op[0].arg)
+    assert args["activation"] == "Relu" and args["channels_last"] == 1
+    assert_same(net, out, feeds)
+
+
+def test_stem_conv_stays_c_ordered_for_other_readers_and_winograd():
+    indices = op_def("MaxPool", ["r"], ["y", "i"], kernel_shape=[2, 2])  # Indices: NumPy's
+    net, feeds = _pooled_stem([2, 2], [indices])
+    assert fuse_conv_epilogue(fuse_activation(net), feeds).op[0].type == "ConvRelu"
+    pool = op_def("MaxPool", ["r"], ["y"], kernel_shape=[2, 2])
+    net, feeds = _pooled_stem([1, 1], [pool])  # a stride-1 3x3 conv: Winograd's
+    assert fuse_conv_epilogue(fuse_activation(net), feeds).op[0].type == "ConvRelu"
+    net, feeds = _pooled_stem([2, 2], [pool, op_def("Sigmoid", ["r"], ["s"])])
+    assert fuse_conv_epilogue(fuse_activation(net), feeds).op[0].type == "ConvRelu"
