@@ -48,8 +48,8 @@ MIN_CHANNELS = 64
 """Convs narrower than this on either side never take the Winograd path (`use_winograd`),
 so the winograd_convs pass leaves them as they are."""
 MIN_TILES = 49
-"""Outputs with fewer 2x2 tiles than this (below 13x13) stay on im2col: the 16 GEMMs get
-too thin."""
+"""Outputs with fewer full 2x2 tiles than this (below 14x14) stay on im2col: the 16 GEMMs
+get too thin."""
 STRIP_ELEMENTS = 1 << 21
 """About how many values the 16 transformed blocks of one strip of tile rows hold; bigger
 images go a strip at a time, which bounds the scratch memory (8 MiB of float32)."""
@@ -76,10 +76,12 @@ for _fused in ("ConvWinograd", "ConvWinogradRelu"):
 
 def use_winograd(channels: int, out_channels: int, out_shape: tuple[int, ...]) -> bool:
     """Whether F(2x2, 3x3) beats im2col for a stride-1 3x3 conv with this output (Ho, Wo):
-    both channel counts at least MIN_CHANNELS and at least MIN_TILES tiles. (Measured op by
-    op: 0.75-0.85x the time of the best non-Winograd path on 14x14 to 28x28 convs of 64 to
-    512 channels, 0.74-0.9x on bigger images; at 7x7 (16 tiles) 1.03-1.08x.)"""
-    tiles = ((out_shape[0] + 1) // 2) * ((out_shape[1] + 1) // 2)
+    both channel counts at least MIN_CHANNELS and at least MIN_TILES full tiles. (Measured
+    op by op: 0.75-0.85x the time of the best non-Winograd path on 14x14 to 28x28 convs of
+    64 to 512 channels, 0.74-0.9x on bigger images; at 7x7 (16 tiles) 1.03-1.08x. An odd
+    output's last row and column of tiles are half empty: squeezenet's 13x13 convs, 49
+    tiles with 36 full, ran the whole model 1.06x slower on Winograd.)"""
+    tiles = (out_shape[0] // 2) * (out_shape[1] // 2)
     return min(channels, out_channels) >= MIN_CHANNELS and tiles >= MIN_TILES
 
 

@@ -99,6 +99,7 @@ def test_use_winograd_rule():
     assert cw.use_winograd(96, 208, (14, 14))  # Inception's
     assert cw.use_winograd(512, 512, (14, 14))  # VGG-19's last convs
     assert not cw.use_winograd(512, 512, (7, 7))  # 4 x 4 tiles: too few
+    assert not cw.use_winograd(64, 256, (13, 13))  # squeezenet's: 6 x 6 full tiles
     assert not cw.use_winograd(32, 4096, (224, 224))  # too few channels on one side
 
 
