@@ -155,15 +155,36 @@ def _pointwise_shuffled(
 def _shuffle_rows(z, bias, y, groups, lo, hi):
     """y[r, j * groups + g] = clamp(z[r, g * per + j] + bias[g * per + j]), per = M /
     groups: each row's channels shuffled. The bias and clamp run over z's row in place
-    (vectorised), then each group's run is scattered with stride `groups` (0.83x the time
-    of one fused scattering loop on ShuffleNet's shapes)."""
+    (vectorised), then `_interleave` writes the groups' runs into y's row."""
     rows, m = z.shape
-    per = m // groups
     for r in jit.prange(rows):
         src = z[r]
         for k in range(m):
             src[k] = jit.clamp(src[k] + bias[k], lo, hi)
-        dst = y[r]
+        _interleave(src, y[r], groups)
+
+
+@jit.helper
+def _interleave(src, dst, groups):
+    """dst[j * groups + g] = src[g * per + j]: the `groups` runs of src, per long,
+    interleaved. 2, 3 and 4 groups (ShuffleNet's usual counts) have loops of their own, each
+    storing one value from every run per step, which LLVM vectorises as interleaved
+    stores (on ShuffleNet's 4-group shapes 0.27-0.5x the time of storing each run with
+    stride `groups`, the general loop)."""
+    per = src.size // groups
+    if groups == 2:
+        a, b = src[:per], src[per:]
+        for j in range(per):
+            dst[2 * j], dst[2 * j + 1] = a[j], b[j]
+    elif groups == 3:
+        a, b, c = src[:per], src[per : 2 * per], src[2 * per :]
+        for j in range(per):
+            dst[3 * j], dst[3 * j + 1], dst[3 * j + 2] = a[j], b[j], c[j]
+    elif groups == 4:
+        a, b, c, d = src[:per], src[per : 2 * per], src[2 * per : 3 * per], src[3 * per :]
+        for j in range(per):
+            dst[4 * j], dst[4 * j + 1], dst[4 * j + 2], dst[4 * j + 3] = a[j], b[j], c[j], d[j]
+    else:
         for g in range(groups):
             run = src[g * per : (g + 1) * per]
             out = dst[g:]

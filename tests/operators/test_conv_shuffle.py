@@ -126,20 +126,21 @@ def test_runs_as_an_op_in_a_net():
 @pytest.mark.parametrize("relu", [0, 1])
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("min_elements", [0, 10**12], ids=["parallel", "serial"])
+@pytest.mark.parametrize("group", [2, 3, 4, 5])  # 2-4 have their own interleaving loops
 def test_channels_last_input_answers_channels_last_shuffled(
-    relu, with_bias, min_elements, monkeypatch, spy
+    relu, with_bias, min_elements, group, monkeypatch, spy
 ):
     """ShuffleNet's units hand the grouped 1x1 conv a channels-last X (the previous unit's
     output): its GEMMs read the channel blocks in place, and bias, Relu and the shuffle
     run in one pass into channels-last memory."""
     monkeypatch.setattr(conv_shuffle_module, "PARALLEL_MIN_ELEMENTS", min_elements)
     calls = spy(conv_shuffle_module, "_pointwise_shuffled")
-    x, w, b = operands((2, 64, 5, 7), 96, (1, 1), 4, seed=3)
+    x, w, b = operands((2, 16 * group, 5, 7), 24 * group, (1, 1), group, seed=3)
     b = b if with_bias else None
-    shapes = dict(grouped_shape=[2, 4, 24, 5, 7], shape=[2, 96, 5, 7])
-    want = three_ops(x, w, b, relu=relu, group=4, **shapes)
+    shapes = dict(grouped_shape=[2, group, 24, 5, 7], shape=[2, 24 * group, 5, 7])
+    want = three_ops(x, w, b, relu=relu, group=group, **shapes)
     last = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    (got,) = conv_shuffle_cpu(last, w, b, group=4, relu=relu, **shapes)
+    (got,) = conv_shuffle_cpu(last, w, b, group=group, relu=relu, **shapes)
     assert len(calls) == 1 and channels_last(got)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     # however narrow the groups (ShuffleNet's first unit: 6 channels a group)
