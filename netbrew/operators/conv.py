@@ -25,6 +25,7 @@ from netbrew.operators.conv_columns import (
     scatter_columns,
     weight_grad_columns,
 )
+from netbrew.operators.conv_hwc import hwc_correlate, hwc_weights, use_hwc_last
 from netbrew.operators.conv_last import pointwise, use_pointwise
 from netbrew.operators.conv_numba import NO_CLAMP, direct_correlate, use_direct
 from netbrew.operators.conv_shift import shift_correlate, use_shift
@@ -156,18 +157,22 @@ def correlate(
     (M,) if given: (N, M, O1..On). 2-D depthwise convs go through conv_numba's direct loop
     where the JIT is on, 1x1 convs of a channels-last x through conv_last (both may answer
     channels-last), stride-1 2-D convs that narrow the channels through conv_shift (no
-    im2col copy); the rest through im2col and one batched matmul."""
+    im2col copy), big stride-1 3x3 convs through Winograd, other 2-D convs of a
+    channels-last x through conv_hwc's channels-last columns (answering channels-last);
+    the rest through im2col and one batched matmul."""
     m = w.shape[0]
     if use_direct(x.shape[1], group, win):
         return direct_correlate(x, w, win, bias)
     if use_pointwise(x, w, win, group):
-        return pointwise(x, w, bias, None, NO_CLAMP, group)
+        return pointwise(x, w, win, bias, None, NO_CLAMP, group)
     if use_shift(x.shape[1], m, win, group):
         return shift_correlate(x, w, win, bias)
     if plain_3x3(win, group) and min(win.begin + win.end) >= 0:
         y = winograd(x, w, (*win.begin, *win.end), bias)
         if y is not None:
             return y
+    if use_hwc_last(x, w, win, group):
+        return hwc_correlate(x, hwc_weights(w), win, bias)
     return correlate_columns(x, w, win, group, bias)
 
 

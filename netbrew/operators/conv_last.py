@@ -103,9 +103,18 @@ def depthwise(
 
 
 def is_pointwise(win: Window) -> bool:
-    """Whether the conv is 2-D, 1x1, stride 1 and unpadded: one GEMM per group."""
-    ones = (1, 1)
-    return win.kernel == ones and win.strides == ones and win.begin == (0, 0) and win.end == (0, 0)
+    """Whether the conv is 2-D, 1x1 and unpadded: one GEMM per group (over every
+    `strides`-th pixel)."""
+    return win.kernel == (1, 1) and win.begin == (0, 0) and win.end == (0, 0)
+
+
+def _pixels(x: np.ndarray, win: Window) -> np.ndarray:
+    """The pixels of x (N, C, H, W) that a 1x1 conv over `win` reads, as a view: every
+    pixel, or every `strides`-th one (ResNet's downsampling convs)."""
+    if win.strides == (1, 1):
+        return x
+    (sh, sw), (ho, wo) = win.strides, win.out
+    return x[:, :, : (ho - 1) * sh + 1 : sh, : (wo - 1) * sw + 1 : sw]
 
 
 MIN_GROUP_CHANNELS = 16
@@ -128,27 +137,29 @@ def use_pointwise(
 def pointwise(
     x: np.ndarray,
     w: np.ndarray,
+    win: Window,
     bias: np.ndarray | None,
     residual: np.ndarray | None,
     clamp: tuple[float, float],
     group: int = 1,
 ) -> np.ndarray:
-    """The 1x1 conv of channels-last x (N, C, H, W) with w (M, C/group, 1, 1): clamp(x w^T
-    + bias + residual) as an (N, M, H, W) view of channels-last memory; the residual (N, M,
-    H, W), any layout. Group g's GEMM reads its channels' columns of the (N H W, C) image
-    and writes its block of the output's (N H W, M) rows in place: strided matrices that
-    BLAS takes as they are."""
-    batch, _, height, width = x.shape
-    y = np.empty((batch, height, width, w.shape[0]), x.dtype)
-    pointwise_rows(x, w, group, y.reshape(batch * height * width, -1))
+    """The `is_pointwise` conv over `win` of channels-last x (N, C, H, W) with w (M,
+    C/group, 1, 1): clamp(x w^T + bias + residual) as an (N, M, Ho, Wo) view of
+    channels-last memory; the residual (N, M, Ho, Wo), any layout. Group g's GEMM reads its
+    channels' columns of the (N H W, C) image and writes its block of the output's
+    (N Ho Wo, M) rows in place: strided matrices that BLAS takes as they are. A strided
+    conv first copies the pixels it reads, runs of C values."""
+    batch = x.shape[0]
+    y = np.empty((batch, *win.out, w.shape[0]), x.dtype)
+    pointwise_rows(x, w, win, group, y.reshape(batch * win.out[0] * win.out[1], -1))
     return _finish(y, bias, residual, clamp)
 
 
-def pointwise_rows(x: np.ndarray, w: np.ndarray, group: int, out: np.ndarray) -> None:
+def pointwise_rows(x: np.ndarray, w: np.ndarray, win: Window, group: int, out: np.ndarray) -> None:
     """`pointwise`'s GEMMs alone: x (N, C, H, W) channels-last, w (M, C/group, 1, 1), into
-    out (N H W, M), group by group."""
+    out (N Ho Wo, M), group by group."""
     rows, m = out.shape
-    image = to_last(x).reshape(rows, group, -1).transpose(1, 0, 2)  # (G, N H W, C/G)
+    image = to_last(_pixels(x, win)).reshape(rows, group, -1).transpose(1, 0, 2)  # (G, rows, C/G)
     blocks = out.reshape(rows, group, m // group).transpose(1, 0, 2)  # (G, N H W, M/G)
     np.matmul(image, w.reshape(group, m // group, -1).transpose(0, 2, 1), out=blocks)
 

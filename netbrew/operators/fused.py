@@ -158,7 +158,7 @@ def _fused(x, w, b, z, clamp, attrs: dict, last: bool) -> np.ndarray | None:
     if z is None and use_direct(x.shape[1], group, win):
         return direct_correlate(x, w, win, b, clamp)
     if use_pointwise(x, w, win, group):
-        return pointwise(x, w, b, z, clamp, group)
+        return pointwise(x, w, win, b, z, clamp, group)
     if last and z is None and group == 1 and len(win.kernel) == 2:
         return columns(x, w, win, b, clamp)
     y = np.ascontiguousarray(conv.correlate(x, w, win, group))

@@ -169,3 +169,51 @@ def test_fused_conv_asked_for_channels_last(batch):
     op = op_def("FusedConv", ["x", "w", "b", "", "lo", "hi"], ["y"], channels_last=1, **attrs)
     conv = CONVERTERS["FusedConv"](op).nodes[0]
     assert conv.op_type == "Conv" and "channels_last" not in {a.name for a in conv.attribute}
+
+
+@needs_jit
+@pytest.mark.parametrize("op", ["Conv", "FusedConv"])
+def test_strided_pointwise_conv_of_channels_last_input(op, spy):
+    """ResNet's downsampling 1x1 convs (stride 2) of a channels-last X: the pixels they
+    read copied as runs of channels, then the GEMM; output channels-last."""
+    calls = spy(conv_last, "pointwise_rows")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 24, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((40, 24, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    inputs, attrs = [x, w, b], {"strides": [2, 3]}
+    if op == "FusedConv":
+        z = rng.standard_normal((2, 40, 5, 3)).astype(np.float32)
+        inputs, attrs = [x, w, b, as_last(z)], {"strides": [2, 3], "activation": "Relu"}
+    with jit.disabled():
+        (want,) = run_op(op, inputs, **attrs)
+    (got,) = run_op(op, [as_last(x), *inputs[1:]], **attrs)
+    assert got.shape == (2, 40, 5, 3) and channels_last(got) and len(calls) == 1
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("strides, pads", [((2, 2), (1, 1, 1, 1)), ((1, 1), (0, 2, 1, 0))])
+def test_conv_of_channels_last_input_takes_channels_last_columns(strides, pads, monkeypatch):
+    """A 3x3 conv of a channels-last X (ResNet-50's 56x56 stride-2 one) reads it through
+    conv_hwc's channels-last columns, its weights laid out per call, and answers
+    channels-last; weights over MAX_WEIGHT_BYTES keep im2col."""
+    from netbrew.operators import conv as conv_module
+    from netbrew.operators import conv_hwc
+
+    taken = []
+    real = conv_module.hwc_correlate
+    monkeypatch.setattr(conv_module, "hwc_correlate", lambda *args: taken.append(1) or real(*args))
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 64, 11, 10))
+    w = rng.standard_normal((64, 64, 3, 3)) / 24
+    b = rng.standard_normal(64)
+    attrs = {"strides": list(strides), "pads": list(pads)}
+    (want,) = run_op("Conv", [x, w, b], **attrs)  # C order: im2col
+    assert not taken and not channels_last(want)
+    (got,) = run_op("ConvRelu", [as_last(x), w, b], **attrs)
+    assert taken == [1] and channels_last(got)
+    np.testing.assert_allclose(got, np.maximum(want, 0), rtol=1e-9, atol=1e-9)
+    monkeypatch.setattr(conv_hwc, "MAX_WEIGHT_BYTES", w.nbytes - 1)
+    (got,) = run_op("Conv", [as_last(x), w, b], **attrs)
+    assert taken == [1]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)

@@ -164,7 +164,7 @@ def winograd_w_gradient_matches(op_type, x, w, b, transform, attrs, points=12):
 
 
 WINOGRAD_CASES = [  # (id, X shape, W shape, transform, attrs, path the forward takes)
-    ("f2x2", (1, 64, 13, 13), (64, 64, 3, 3), cw.winograd_weights, {"pads": [1, 1, 1, 1]},
+    ("f2x2", (1, 64, 14, 14), (64, 64, 3, 3), cw.winograd_weights, {"pads": [1, 1, 1, 1]},
      "winograd_correlate"),
     ("f4x4", (1, 64, 25, 25), (64, 64, 3, 3), winograd4_weights, {"pads": [1, 1, 1, 1]},
      "winograd4_correlate"),
