@@ -18,6 +18,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.net import op_def
+from netbrew.operators import train_jit
 from netbrew.operators.schema import (
     REQUIRED,
     gradient,
@@ -180,6 +181,9 @@ def weighted_sum_cpu(*inputs: np.ndarray) -> tuple[np.ndarray]:
         )
     xs, ws = inputs[0::2], inputs[1::2]
     _same_shape("WeightedSum", "X0", {f"X{i}": x for i, x in enumerate(xs)})
+    if train_jit.applies(*xs):
+        weights = [float(_one(w, "WeightedSum", f"weight{i}")) for i, w in enumerate(ws)]
+        return (train_jit.weighted_sum(list(xs), weights),)
     y = np.zeros_like(xs[0])
     for i, (x, w) in enumerate(zip(xs, ws)):
         y += _one(w, "WeightedSum", f"weight{i}").astype(x.dtype) * x
@@ -233,6 +237,8 @@ def weighted_sum_grad(op, g_out, g_in):
 def momentum_sgd_update_cpu(grad, moment, lr, param, *, momentum, nesterov):
     _same_shape("MomentumSGDUpdate", "param", {"param": param, "grad": grad, "moment": moment})
     lr = _one(lr, "MomentumSGDUpdate", "lr").astype(grad.dtype)
+    if train_jit.applies(grad, moment, param):
+        return train_jit.momentum_sgd_update(grad, moment, float(lr), param, momentum, nesterov)
     mom = grad.dtype.type(momentum)
     m_new = mom * moment + lr * grad
     step = (1 + mom) * m_new - mom * moment if nesterov else m_new
