@@ -15,6 +15,7 @@ import numpy as np
 
 from netbrew.netdef.net import op_def
 from netbrew.operators.activations import SELU_ALPHA, SELU_GAMMA, align_slope, normal_cdf
+from netbrew.operators.activations_jit import relu_gradient
 from netbrew.operators.arithmetic_grad import parsed_attrs, value_of
 from netbrew.operators.schema import gradient, kernel, schema
 from netbrew.operators.sum_reduce_like import sum_to_shape
@@ -49,7 +50,8 @@ def _from_y(name: str, formula: str, attrs: dict | None = None):
 
 @_from_y("Relu", "dY where Y > 0, else 0")
 def relu_gradient_cpu(y: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray]:
-    return (_where(y > 0, dy, dy),)
+    dx = relu_gradient(y, dy)
+    return (_where(y > 0, dy, dy) if dx is None else dx,)
 
 
 @_from_y("Sigmoid", "dY * Y * (1 - Y)")
