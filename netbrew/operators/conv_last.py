@@ -44,34 +44,81 @@ def to_last(x: np.ndarray) -> np.ndarray:
 @jit.kernel
 def _depthwise(x, w, bias, y, sh, sw, dh, dw, top, left, lo, hi):
     """The depthwise conv (one channel a group, multiplier 1) channels-last: x (N, H, W, C),
-    w (kh, kw, C), y (N, Ho, Wo, C), y = clamp(bias + the taps inside x). Each tap is one
-    multiply-add along the channels' contiguous run."""
-    batch, height, width, channels = x.shape
-    kh, kw = w.shape[0], w.shape[1]
-    ho, wo = y.shape[1], y.shape[2]
+    w (kh, kw, C), y (N, Ho, Wo, C), y = clamp(bias + the taps inside x), pixel by pixel."""
+    batch, ho, wo = y.shape[0], y.shape[1], y.shape[2]
     for noh in jit.prange(batch * ho):
         n = noh // ho
         oh = noh % ho
         for ow in range(wo):
-            out = y[n, oh, ow]
-            for c in range(channels):
-                out[c] = bias[c]
-            for i in range(kh):
-                ih = oh * sh - top + i * dh
-                if ih < 0 or ih >= height:
-                    continue
-                for j in range(kw):
-                    iw = ow * sw - left + j * dw
-                    if iw < 0 or iw >= width:
-                        continue
-                    src = x[n, ih, iw]
-                    tap = w[i, j]
-                    for c in range(channels):
-                        out[c] += tap[c] * src[c]
-            for c in range(channels):
-                v = out[c]
-                out[c] = jit.clamp(v, lo, hi)
+            _pixel(x, w, bias, y[n, oh, ow], n, oh, ow, sh, sw, dh, dw, top, left, lo, hi)
 
+
+@jit.kernel
+def _depthwise3x3(x, w, bias, y, sh, sw, top, left, lo, hi):
+    """`_depthwise` for undilated 3x3 windows: each output row's three input rows are fixed
+    once (a zero row for padding), and every pixel whose window lies inside the row sums
+    its nine taps for all channels in one vectorised loop, one store per value (the
+    per-tap loop stores the partial sums nine times). The columns at the edges go pixel
+    by pixel. Op by op, one thread: 0.6-0.85x `_depthwise`'s time on MobileNetV2's and
+    ShuffleNet's shapes, 0.28x on 32 channels at 112x112."""
+    batch, height, width, channels = x.shape
+    ho, wo = y.shape[1], y.shape[2]
+    rows = x.reshape(batch, height, width * channels)
+    zero = np.zeros(width * channels, x.dtype)
+    w00, w01, w02 = w[0, 0], w[0, 1], w[0, 2]
+    w10, w11, w12 = w[1, 0], w[1, 1], w[1, 2]
+    w20, w21, w22 = w[2, 0], w[2, 1], w[2, 2]
+    first = min(wo, (left + sw - 1) // sw)  # the first column whose window starts inside x
+    last = max(first, min(wo, (width - 3 + left) // sw + 1))  # past the last one inside
+    for noh in jit.prange(batch * ho):
+        n = noh // ho
+        oh = noh % ho
+        r = oh * sh - top
+        s0 = rows[n, r] if 0 <= r < height else zero
+        s1 = rows[n, r + 1] if 0 <= r + 1 < height else zero
+        s2 = rows[n, r + 2] if 0 <= r + 2 < height else zero
+        for ow in range(first, last):
+            at = (ow * sw - left) * channels
+            a, b, c = s0[at:], s1[at:], s2[at:]
+            out = y[n, oh, ow]
+            for k in range(channels):
+                k1, k2 = k + channels, k + 2 * channels
+                v = bias[k] + w00[k] * a[k] + w01[k] * a[k1] + w02[k] * a[k2]
+                v += w10[k] * b[k] + w11[k] * b[k1] + w12[k] * b[k2]
+                v += w20[k] * c[k] + w21[k] * c[k1] + w22[k] * c[k2]
+                out[k] = jit.clamp(v, lo, hi)
+        for ow in range(first):
+            _pixel(x, w, bias, y[n, oh, ow], n, oh, ow, sh, sw, 1, 1, top, left, lo, hi)
+        for ow in range(last, wo):
+            _pixel(x, w, bias, y[n, oh, ow], n, oh, ow, sh, sw, 1, 1, top, left, lo, hi)
+
+
+@jit.helper
+def _pixel(x, w, bias, out, n, oh, ow, sh, sw, dh, dw, top, left, lo, hi):
+    """out (C,) = clamp(bias + the taps of output pixel (oh, ow) that lie inside x), each
+    tap one multiply-add along the channels' contiguous run."""
+    height, width, channels = x.shape[1], x.shape[2], x.shape[3]
+    for c in range(channels):
+        out[c] = bias[c]
+    for i in range(w.shape[0]):
+        ih = oh * sh - top + i * dh
+        if ih < 0 or ih >= height:
+            continue
+        for j in range(w.shape[1]):
+            iw = ow * sw - left + j * dw
+            if iw < 0 or iw >= width:
+                continue
+            src = x[n, ih, iw]
+            tap = w[i, j]
+            for c in range(channels):
+                out[c] += tap[c] * src[c]
+    for c in range(channels):
+        out[c] = jit.clamp(out[c], lo, hi)
+
+
+USE_3X3 = True
+"""Whether undilated 3x3 windows take `_depthwise3x3` (tests turn it off to run the general
+loop)."""
 
 PARALLEL_MIN_WORK = 1 << 21
 """Multiply-adds below which the depthwise loop runs on one thread. (Op by op, two threads
@@ -87,18 +134,18 @@ def depthwise(
     batch, channels = x.shape[:2]
     y = np.empty((batch, *win.out, channels), x.dtype)
     work = y.size * w.shape[2] * w.shape[3]
-    kernel = _depthwise.pick(work, PARALLEL_MIN_WORK)
-    kernel(
+    operands = (
         to_last(x),
         np.ascontiguousarray(w[:, 0].transpose(1, 2, 0)),
         np.ascontiguousarray(bias, x.dtype),
         y,
-        *win.strides,
-        *win.dilations,
-        *win.begin,
-        x.dtype.type(clamp[0]),
-        x.dtype.type(clamp[1]),
     )
+    lo, hi = x.dtype.type(clamp[0]), x.dtype.type(clamp[1])
+    if win.kernel == (3, 3) and win.dilations == (1, 1) and USE_3X3:
+        _depthwise3x3.pick(work, PARALLEL_MIN_WORK)(*operands, *win.strides, *win.begin, lo, hi)
+    else:
+        kernel = _depthwise.pick(work, PARALLEL_MIN_WORK)
+        kernel(*operands, *win.strides, *win.dilations, *win.begin, lo, hi)
     return y.transpose(0, 3, 1, 2)
 
 

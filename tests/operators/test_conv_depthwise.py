@@ -48,6 +48,9 @@ CASES = [
     ((1, 4, 3, 3), 1, (3, 3), [3, 2, 4, 1], (2, 2), (2, 2)),  # windows wholly in padding
     ((1, 5, 13, 11), 1, (3, 3), [2, 1, 0, 1], (2, 1), (1, 2)),  # dilated rows, column stride 2
     ((2, 3, 30, 31), 1, (3, 3), [1, 1, 1, 1], (1, 1), (2, 2)),  # batch 2, odd width, stride 2
+    ((1, 6, 5, 2), 1, (3, 3), [2, 2, 2, 2], (1, 1), (2, 2)),  # no window wholly inside
+    ((1, 6, 6, 7), 1, (3, 3), [0, 0, 0, 0], (1, 1), (1, 1)),  # no padding: all inside
+    ((1, 20, 9, 10), 1, (3, 3), [0, 2, 1, 0], (1, 1), (3, 3)),  # stride 3, uneven pads
 ]
 
 
@@ -63,14 +66,15 @@ def test_depthwise_matches_numpy_path_and_reference(
     x_shape, mult, kernel, pads, dilations, strides, with_bias, hwc_max, min_work, use_3x3,
     monkeypatch,
 ):  # fmt: skip
-    """The loops of conv_numba (channel planes: the 3x3 one and the general one;
-    channels-last), each on one thread and on all of them."""
+    """The loops of conv_numba (channel planes) and conv_last (channels-last), the 3x3 ones
+    and the general ones, each on one thread and on all of them."""
     from netbrew.operators import conv_last, conv_numba
 
     monkeypatch.setattr(conv_numba, "HWC_MAX_PIXELS", hwc_max)
     monkeypatch.setattr(conv_numba, "PARALLEL_MIN_WORK", min_work)
     monkeypatch.setattr(conv_last, "PARALLEL_MIN_WORK", min_work)
     monkeypatch.setattr(conv_numba, "USE_3X3", use_3x3)
+    monkeypatch.setattr(conv_last, "USE_3X3", use_3x3)
     rng = np.random.default_rng(0)
     c = x_shape[1]
     x = rng.standard_normal(x_shape).astype(np.float32)
