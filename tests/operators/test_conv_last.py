@@ -217,3 +217,28 @@ def test_conv_of_channels_last_input_takes_channels_last_columns(strides, pads, 
     (got,) = run_op("Conv", [as_last(x), w, b], **attrs)
     assert taken == [1]
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+@needs_jit
+@pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
+def test_small_pointwise_output_comes_out_c_ordered(strides, monkeypatch):
+    """Ungrouped 1x1 convs with few output pixels and many weights (ResNet-50's last two
+    stages) run the GEMM turned, W times the image's (C, H W) view: output C-ordered, the
+    residual in either layout, the same numbers."""
+    monkeypatch.setattr(conv_last, "NCHW_MIN_WEIGHTS", 24 * 40)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 24, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((40, 24, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    out = (2, 40, *[(7 - 1) // strides[0] + 1, (6 - 1) // strides[1] + 1])
+    z = rng.standard_normal(out).astype(np.float32)
+    attrs = {"strides": strides, "activation": "Relu"}
+    with jit.disabled():
+        (want,) = run_op("FusedConv", [x, w, b, z], **attrs)
+    for residual in (z, as_last(z)):
+        (got,) = run_op("FusedConv", [as_last(x), w, b, residual], **attrs)
+        assert got.flags.c_contiguous
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(conv_last, "NCHW_MIN_WEIGHTS", 24 * 40 + 1)  # fewer weights: channels-last
+    (got,) = run_op("Conv", [as_last(x), w, b], strides=strides)
+    assert channels_last(got)
