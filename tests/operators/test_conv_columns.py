@@ -90,3 +90,29 @@ def test_winograd_forward_and_input_grad_match_im2col(monkeypatch, x_shape, pads
         assert g.shape == e.shape, name
         assert g.flags.c_contiguous or name == "dW", name
         np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-9, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs",
+    [
+        ((3, 4, 6, 5), (5, 4, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 1]}),
+        ((4, 3, 7, 7), (6, 3, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+        ((2, 5, 9), (4, 5, 3), {"strides": [2], "pads": [1, 1]}),  # 1-D
+        ((2, 2, 4, 5, 3), (3, 2, 2, 3, 2), {"pads": [1, 0, 1, 0, 1, 1]}),  # 3-D
+        ((5, 8, 4, 4), (16, 8, 1, 1), {}),  # 1x1
+    ],
+)
+def test_spanning_forward_matches_per_image_gemms(x_shape, w_shape, attrs, monkeypatch):
+    """A batch's small-output forward multiplies one GEMM over the chunk's images; the
+    per-image GEMMs give the same numbers, whatever the chunking."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal(w_shape)
+    b = rng.standard_normal(w_shape[0])
+    (got,) = conv_cpu(x, w, b, **attrs)
+    monkeypatch.setattr(conv_columns, "CHUNK_BYTES", 1)  # one image a chunk
+    (chunked,) = conv_cpu(x, w, b, **attrs)
+    monkeypatch.setattr(conv_columns, "SPAN_MAX_POSITIONS", 0)
+    (want,) = conv_cpu(x, w, b, **attrs)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(chunked, want, rtol=1e-10, atol=1e-10)
