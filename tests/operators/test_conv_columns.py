@@ -37,9 +37,11 @@ def test_one_image_chunks_match_one_chunk(monkeypatch, x_shape, w_shape, attrs, 
     b = rng.standard_normal(w_shape[0]).astype(dtype)
     (y,) = conv_cpu(x, w, b, **attrs)
     dy = rng.standard_normal(y.shape).astype(dtype)
-    monkeypatch.setattr(conv_columns, "CHUNK_BYTES", 1 << 40)
+    for budget in ("CHUNK_BYTES", "WEIGHT_GRAD_CHUNK_BYTES"):
+        monkeypatch.setattr(conv_columns, budget, 1 << 40)
     whole = _conv_and_grads(x, w, b, dy, attrs)
-    monkeypatch.setattr(conv_columns, "CHUNK_BYTES", 1)  # every image a chunk of its own
+    for budget in ("CHUNK_BYTES", "WEIGHT_GRAD_CHUNK_BYTES"):
+        monkeypatch.setattr(conv_columns, budget, 1)  # every image a chunk of its own
     split = _conv_and_grads(x, w, b, dy, attrs)
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for name, a, b in zip(("Y", "dX", "dW", "dB"), whole, split):
@@ -51,6 +53,7 @@ def test_one_image_chunks_match_one_chunk(monkeypatch, x_shape, w_shape, attrs, 
 def test_chunks_cover_the_batch_once(monkeypatch, batch, per_image, budget):
     monkeypatch.setattr(conv_columns, "CHUNK_BYTES", budget)
     ranges = list(conv_columns.chunks(batch, per_image))
+    assert ranges == list(conv_columns.chunks(batch, per_image, budget))
     assert ranges[0][0] == 0 and ranges[-1][1] == batch
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
     assert all(stop - start == max(1, budget // per_image) for start, stop in ranges[:-1])
