@@ -101,7 +101,10 @@ def pool(x: np.ndarray, win: Window, is_max: bool, counts: np.ndarray | None) ->
         return None
     batch, channels = x.shape[:2]
     (kh, kw), (oh, ow) = win.kernel, win.out
-    divisor = np.ones((oh, ow)) if counts is None else counts
+    if is_max:  # the kernel reads no divisor
+        divisor = np.ones((1, 1), x.dtype)
+    else:
+        divisor = (np.ones((oh, ow)) if counts is None else counts).astype(x.dtype)
     y = np.empty((batch, oh, ow, channels), x.dtype)
     kernel = _pool_last.pick(y.size * kh * kw, PARALLEL_MIN_WORK)
     kernel(
@@ -112,7 +115,7 @@ def pool(x: np.ndarray, win: Window, is_max: bool, counts: np.ndarray | None) ->
         *win.dilations,
         *win.begin,
         is_max,
-        divisor.astype(x.dtype),
+        divisor,
     )
     return y.transpose(0, 3, 1, 2)
 

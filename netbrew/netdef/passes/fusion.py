@@ -118,6 +118,8 @@ def _mark_channels_last(net: NetDef, params: dict) -> None:
     ShuffleNet). A ConvRelu so read becomes FusedConv(activation="Relu") to carry the
     mark. 1x1 convs follow their input's layout, and stride-1 3x3 ones are left to the
     Winograd pass."""
+    from netbrew.operators.conv_winograd import plain_3x3  # late: operators import netdef
+
     used, live_out = readers(net)
     for i, op in enumerate(net.op):
         w = params.get(op.input[1]) if op.type in ("FusedConv", "ConvRelu") else None
@@ -126,7 +128,7 @@ def _mark_channels_last(net: NetDef, params: dict) -> None:
         args = args_dict(op.arg)
         if args.get("group", 1) != 1 or (len(op.input) > 3 and op.input[3]):
             continue
-        if op.type == "ConvRelu" and _winograd_kind(w, args) or (i, 0) in live_out:
+        if op.type == "ConvRelu" and plain_3x3(w.shape, args) or (i, 0) in live_out:
             continue
         reading = used.get((i, 0), [])
         if not reading or not all(
@@ -137,16 +139,6 @@ def _mark_channels_last(net: NetDef, params: dict) -> None:
             op.type = "FusedConv"
             op.arg.extend([make_arg("activation", "Relu")])
         op.arg.extend([make_arg("channels_last", 1)])
-
-
-def _winograd_kind(w: np.ndarray, args: dict) -> bool:
-    """Whether a 3x3 conv is stride 1 and undilated, the kind winograd_convs rewrites."""
-    ones = [1, 1]
-    return (
-        w.shape[2:] == (3, 3)
-        and list(args.get("strides", ones)) == ones
-        and list(args.get("dilations", ones)) == ones
-    )
 
 
 def _reads_channels_last(op: OperatorDef, blob: str, params: dict) -> bool:
