@@ -28,6 +28,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
+PROFILE = False  # --profile: per-op GPU times (each op synchronized) after the table
+PROFILES: list[tuple[str, object]] = []
+
+
 def median_ms(step, reps: int, sync) -> float:
     for _ in range(3):
         step()
@@ -47,6 +51,9 @@ class GpuMemory:
     def __init__(self) -> None:
         import pycuda.driver as drv
 
+        from netbrew.cuda import activate
+
+        activate(0)  # mem_get_info needs a current context
         self.drv = drv
         self.start = drv.mem_get_info()[0]
         self.low = self.start
@@ -59,6 +66,25 @@ class GpuMemory:
         return (self.start - self.low) / 2**20
 
 
+def any_batch(model):
+    """`model` with its Reshape targets of batch 1 (the light zoo's [1, 2048]) made -1."""
+    from onnx import numpy_helper
+
+    targets = {node.input[1] for node in model.graph.node if node.op_type == "Reshape"}
+    for tensor in model.graph.initializer:
+        if tensor.name in targets:
+            shape = numpy_helper.to_array(tensor).copy()
+            shape[0] = -1
+            tensor.CopyFrom(numpy_helper.from_array(shape, tensor.name))
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output[0] in targets:
+            value = node.attribute[0]
+            shape = numpy_helper.to_array(value.t).copy()
+            shape[0] = -1
+            value.t.CopyFrom(numpy_helper.from_array(shape))
+    return model
+
+
 def resnet50_inference(batch: int, reps: int) -> dict:
     import onnx
     import torch
@@ -69,7 +95,7 @@ def resnet50_inference(batch: int, reps: int) -> dict:
     from netbrew.converters.module import to_torch
     from netbrew.converters.onnx import import_model
 
-    init, predict = import_model(model_path("resnet50"))
+    init, predict = import_model(any_batch(onnx.load(model_path("resnet50"))))
     x = np.random.default_rng(0).random((batch, 3, 224, 224), dtype=np.float32)
     memory = GpuMemory()
     ours = nb.Predictor(init, predict, device="cuda", strict=True)
@@ -80,6 +106,8 @@ def resnet50_inference(batch: int, reps: int) -> dict:
         memory.sample()
 
     ours_ms = median_ms(run_ours, reps, cuda.synchronize)
+    if PROFILE:
+        PROFILES.append((f"ResNet-50 inference, batch {batch}", ours.profile({name: x}, 3)))
     module = to_torch(init, predict).cuda().eval()
     xt = torch.from_numpy(x).cuda()
     torch.cuda.reset_peak_memory_stats()
@@ -87,7 +115,6 @@ def resnet50_inference(batch: int, reps: int) -> dict:
         theirs_ms = median_ms(lambda: module(xt), reps, torch.cuda.synchronize)
         agree = np.allclose(ours.run({name: x})[ours.output_names[0]],
                             module(xt).cpu().numpy(), atol=1e-3)  # fmt: skip
-    del onnx
     return {"what": f"ResNet-50 inference, batch {batch}", "netbrew_ms": ours_ms,
             "torch_ms": theirs_ms, "netbrew_mib": memory.peak_mib,
             "torch_mib": torch.cuda.max_memory_allocated() / 2**20, "agree": agree}  # fmt: skip
@@ -145,7 +172,10 @@ def netbrew_training_step(kind: str, batch: int, reps: int) -> tuple[float, floa
         ws.run_net(model.net.name)
         memory.sample()
 
-    return median_ms(step, reps, cuda.synchronize), memory.peak_mib
+    ms = median_ms(step, reps, cuda.synchronize)
+    if PROFILE:
+        PROFILES.append((f"{kind} training step", ws.run_net(model.net.name, profile=True)))
+    return ms, memory.peak_mib
 
 
 def torch_training_step(kind: str, batch: int, reps: int) -> tuple[float, float]:
@@ -222,7 +252,10 @@ def render(rows: list[dict], device: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--profile", action="store_true", help="print per-op GPU times too")
     args = parser.parse_args()
+    global PROFILE
+    PROFILE = args.profile
     from netbrew import cuda
 
     if not cuda.is_available():
@@ -241,6 +274,8 @@ def main() -> int:
     table = render(rows, cuda.device_name(0))
     print(table)
     (HERE / "CUDA.md").write_text(table)
+    for what, profile in PROFILES:
+        print(f"\n## {what}\n\n{profile.table()}\n\n{profile.op_table(12)}")
     return 0
 
 

@@ -33,6 +33,13 @@ mkdir -p "$site"
 python3 -m pip install --quiet --no-index --no-deps --no-compile --target "$site" \
   "$wheels"/*.whl
 export PYTHONPATH="$site:$here${PYTHONPATH:+:$PYTHONPATH}"
-python3 -m pip install --quiet --no-index --no-deps --no-build-isolation --target "$site" \
-  "$wheels"/pycuda-*.tar.gz
+# a pycuda wheel built on an earlier run (NETBREW_GPU_WHEELS_OUT keeps it) saves the build
+pycuda_wheel="$(ls "$wheels"/pycuda-*.whl 2>/dev/null | head -1)"
+if [ -z "$pycuda_wheel" ]; then
+  built="${NETBREW_GPU_WHEELS_OUT:-/tmp/netbrew-gpu-wheels}"
+  mkdir -p "$built"
+  python3 "$here/tools/build_pycuda.py" "$wheels"/pycuda-*.tar.gz "$built" >/dev/null
+  pycuda_wheel="$(ls "$built"/pycuda-*.whl | head -1)"
+fi
+python3 -m pip install --quiet --no-index --no-deps --no-compile --target "$site" "$pycuda_wheel"
 python3 -c "import pycuda.driver as d; d.init(); print('pycuda', d.get_version(), d.Device(0).name())"

@@ -12,6 +12,7 @@ CUDA driver, or a device with that id.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from typing import Any
 
@@ -28,6 +29,7 @@ class DeviceError(NetbrewError, RuntimeError):
 
 _lock = threading.Lock()
 _contexts: dict[int, Any] = {}
+_pools: dict[int, Any] = {}  # device -> pycuda DeviceMemoryPool
 _thread = threading.local()  # .device: the device whose context is current here
 _init_error: str | None = None
 
@@ -114,11 +116,23 @@ def activate(device: int = 0) -> Any:
         ctx = _contexts.get(device)
         if ctx is None:
             ctx = _contexts[device] = drv.Device(device).retain_primary_context()
+            if len(_contexts) == 1:
+                atexit.register(_release_at_exit)
     if getattr(_thread, "device", None) is not None:
         drv.Context.pop()
     ctx.push()  # it stays current on this thread until another device is activated
     _thread.device = device
     return ctx
+
+
+def _release_at_exit() -> None:
+    """Pops the main thread's context at exit: pycuda's module cleanup, which runs after
+    this, aborts the process when it finds a context still on the stack."""
+    for pool in _pools.values():
+        pool.stop_holding()  # its blocks are freed as their arrays go
+    if getattr(_thread, "device", None) is not None:
+        _driver().Context.pop()
+        _thread.device = None
 
 
 def synchronize(device: int = 0) -> None:
@@ -140,7 +154,25 @@ def to_gpu(value: Any, device: int | str | None = 0) -> Any:
     activate(current_device() if device is None else parse_device(device))
     import pycuda.gpuarray as gpuarray
 
-    return gpuarray.to_gpu(np.asarray(value, order="C"))  # (ascontiguousarray makes 0-d 1-d)
+    array = np.asarray(value, order="C")  # (ascontiguousarray makes 0-d 1-d)
+    return gpuarray.to_gpu(array, allocator=allocator())
+
+
+def allocator(device: int | None = None) -> Any:
+    """The `allocate` of `device`'s memory pool (the current device's by default).
+
+    Every GPU blob comes from it: a freed block is kept for the next array of its size
+    class, as Caffe2's CUB allocator did, since cuMemFree waits for the whole device and
+    cuMemAlloc costs tens of microseconds. The pool keeps its blocks until exit."""
+    index = current_device() if device is None else device
+    pool = _pools.get(index)
+    if pool is None:
+        activate(index)
+        from pycuda.tools import DeviceMemoryPool
+
+        with _lock:
+            pool = _pools.setdefault(index, DeviceMemoryPool())
+    return pool.allocate
 
 
 def current_device() -> int:

@@ -1,6 +1,7 @@
 """Per-op timing of net runs: `Workspace.run_net(name, profile=True)` returns a Profile.
 
-Each op's `run` is timed with `time.perf_counter` and recorded (op, device, thread, start,
+Each op's `run` is timed with `time.perf_counter` (a GPU op's until its device is
+synchronized) and recorded (op, device, thread, start,
 duration, output bytes). The Profile sums them per op type (`table`), per op (`op_table`:
 the slowest ops by name), and writes them as a Chrome trace (`save_trace`: open it in
 chrome://tracing or https://ui.perfetto.dev; the dag runtime's worker threads are rows of
@@ -151,6 +152,10 @@ class Profile:
         """Runs `op` against `blobs` and records its time (and FLOPs)."""
         start = time.perf_counter()
         op.run(blobs)
+        if op.device_id is not None:  # a GPU op's kernels run after launch returns
+            from netbrew.cuda import synchronize
+
+            synchronize(op.device_id)
         elapsed = time.perf_counter() - start
         arrays = [
             (name, value)

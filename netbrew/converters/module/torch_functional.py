@@ -94,6 +94,17 @@ def binary_torch(torch, inputs, attrs):
     return ({"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": torch.div}[op](a, b),)
 
 
+@implements("Sum", "Mean", "Max", "Min")
+def variadic_torch(torch, inputs, attrs):
+    """ONNX's n-ary elementwise ops (ResNet's residual Sum), every input broadcast."""
+    op = attrs["_op"]
+    step = {"Sum": torch.add, "Mean": torch.add, "Max": torch.maximum, "Min": torch.minimum}[op]
+    y = inputs[0]
+    for x in inputs[1:]:
+        y = step(y, x)
+    return (y / len(inputs) if op == "Mean" else y,)
+
+
 @implements("MatMul")
 def matmul_torch(torch, inputs, attrs):
     return (torch.matmul(*inputs),)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.cuda import activate, current_device, to_gpu
+from netbrew.cuda import activate, allocator, current_device, to_gpu
 from netbrew.cuda.compile import function
 
 BLOCK = 256
@@ -25,18 +25,21 @@ def grid(n: int, block: int = BLOCK) -> dict[str, tuple]:
 
 
 def empty(shape: Sequence[int], dtype: Any) -> Any:
+    """An uninitialised GPUArray from the current device's memory pool."""
     import pycuda.gpuarray as gpuarray
 
-    return gpuarray.empty(tuple(int(d) for d in shape), np.dtype(dtype))
+    return gpuarray.empty(tuple(int(d) for d in shape), np.dtype(dtype), allocator=allocator())
 
 
 def zeros(shape: Sequence[int], dtype: Any) -> Any:
-    import pycuda.gpuarray as gpuarray
+    """A zero-filled GPUArray of any dtype: a byte memset, since pycuda's fill kernel has
+    no float16 (empty shapes allocate nothing)."""
+    import pycuda.driver as drv
 
-    shape = tuple(int(d) for d in shape)
-    if not int(np.prod(shape)):  # pycuda's fill has no buffer to write to
-        return gpuarray.empty(shape, np.dtype(dtype))
-    return gpuarray.zeros(shape, np.dtype(dtype))
+    out = empty(shape, dtype)
+    if out.nbytes:
+        drv.memset_d8(out.gpudata, 0, out.nbytes)
+    return out
 
 
 def broadcast_meta(out_shape: Sequence[int], *in_shapes: Sequence[int]) -> Any:

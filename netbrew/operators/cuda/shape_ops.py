@@ -27,7 +27,7 @@ import numpy as np
 from netbrew.cuda import to_gpu, to_host
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.operators.concat_split import split_sizes
-from netbrew.operators.cuda.launch import empty, grid, kernel, suffix
+from netbrew.operators.cuda.launch import empty, grid, kernel, suffix, zeros
 from netbrew.operators.expand_tile import _int_vector, _repeats
 from netbrew.operators.indexing import slice_index
 from netbrew.operators.limits import check_numel
@@ -88,16 +88,6 @@ def upload(values: Any) -> Any:
     values = np.asarray(values)
     out = to_gpu(values, device=None)
     return out if tuple(out.shape) == values.shape else view(out, values.shape)
-
-
-def zeros(shape: Sequence[int], dtype: Any) -> Any:
-    """A zero-filled GPUArray of any dtype (a byte memset; empty shapes allocate nothing)."""
-    out = empty(shape, dtype)
-    if out.size:
-        import pycuda.driver as drv
-
-        drv.memset_d8(int(out.gpudata), 0, out.nbytes)
-    return out
 
 
 def view(a: Any, shape: Sequence[int]) -> Any:

@@ -90,6 +90,26 @@ def test_ops_without_a_torch_form_run_numpy_kernels_outside_autograd(given, run_
         module(x)
 
 
+@pytest.mark.parametrize("op", ["Sum", "Mean", "Max", "Min"])
+def test_variadic_ops_broadcast_and_train_in_torch(op, given, run_predict):
+    rng = np.random.default_rng(3)
+    init = NetDef(name="init")
+    given(init, "w", rng.standard_normal((1, 4)))
+    net = Net("variadic")
+    net.add_external_input("x", "y")
+    getattr(net, op)(["x", "w", "y"], "out")
+    net.add_external_output("out")
+    module = to_torch(init, net.proto())
+    x, y = rng.standard_normal((3, 4)), rng.standard_normal((3, 1))
+    x, y = torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32)
+    got = module(x, y)
+    got.sum().backward()  # a torch op, so autograd reaches the parameter
+    assert module.w.grad is not None and module.w.grad.shape == (1, 4)
+    feeds = {"x": x.numpy(), "y": y.numpy()}
+    expected = run_predict(net.proto(), feeds, state=module.state_dict())["out"]
+    np.testing.assert_allclose(got.detach().numpy(), expected, atol=TOL)
+
+
 def _window_net(given) -> tuple[NetDef, NetDef, dict]:
     rng = np.random.default_rng(2)
     init = NetDef(name="init")
