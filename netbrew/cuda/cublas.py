@@ -65,7 +65,7 @@ def _wheel_paths() -> list[str]:
     return found
 
 
-def _toolkit_roots() -> list[str]:
+def toolkit_roots() -> list[str]:
     """CUDA toolkit folders: those the environment names, then /usr/local/cuda."""
     names = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")
     return [r for r in (*(os.environ.get(n) for n in names), "/usr/local/cuda") if r]
@@ -73,7 +73,7 @@ def _toolkit_roots() -> list[str]:
 
 def _toolkit_paths() -> list[str]:
     found: list[str] = []
-    for root in _toolkit_roots():
+    for root in toolkit_roots():
         for sub in ("lib64", os.path.join("targets", "*", "lib")):
             paths = glob.glob(os.path.join(root, sub, "libcublas.so.*"))
             found += sorted(paths, key=lambda p: (len(p), p))

@@ -10,7 +10,7 @@ import pytest
 
 from netbrew.cuda import DeviceError, cublas
 
-TOOLKIT_ROOTS = cublas._toolkit_roots  # before the fixture replaces it
+TOOLKIT_ROOTS = cublas.toolkit_roots  # before the fixture replaces it
 
 
 @pytest.fixture(autouse=True)
@@ -18,7 +18,7 @@ def fresh(monkeypatch):
     cublas.reset()
     monkeypatch.setattr(cublas, "_find_spec", lambda name: None)
     monkeypatch.setattr(cublas, "_find_library", lambda name: None)
-    monkeypatch.setattr(cublas, "_toolkit_roots", lambda: [])
+    monkeypatch.setattr(cublas, "toolkit_roots", lambda: [])
     yield
     cublas.reset()
 
@@ -50,10 +50,10 @@ def test_search_order(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_HOME", str(toolkit))
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.delenv("CUDA_ROOT", raising=False)
-    monkeypatch.setattr(cublas, "_toolkit_roots", TOOLKIT_ROOTS)
-    roots = cublas._toolkit_roots()
+    monkeypatch.setattr(cublas, "toolkit_roots", TOOLKIT_ROOTS)
+    roots = cublas.toolkit_roots()
     assert roots == [str(toolkit), "/usr/local/cuda"]
-    monkeypatch.setattr(cublas, "_toolkit_roots", lambda: roots[:1])
+    monkeypatch.setattr(cublas, "toolkit_roots", lambda: roots[:1])
     assert cublas.candidates() == [
         f"{lib['nvidia.cublas']}/libcublas.so.12",  # the soname before the full version
         f"{lib['nvidia.cublas']}/libcublas.so.12.4.5.8",

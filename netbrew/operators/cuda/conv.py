@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from netbrew.cuda import current_device
 from netbrew.operators.conv import check_conv_operands, check_grad_shape
 from netbrew.operators.conv_transpose import transpose_window
 from netbrew.operators.cuda.gemm import addr, cast, fn, gemm, ptr, reduce_sum, relu_, to_device
@@ -48,6 +49,13 @@ def window_meta(image: Sequence[int], win: Window, steps: Sequence[int] | None =
     for r, values in enumerate([*rows, steps or [0] * nd]):
         table[r, :nd] = values
     return to_device(table.reshape(-1))
+
+
+def cudnn_plan(x_shape, w_shape, win: Window, group: int) -> Any:
+    """cuDNN's plan for this conv (netbrew.cuda.cudnn), or None: then im2col + cuBLAS."""
+    from netbrew.cuda import cudnn
+
+    return cudnn.plan(current_device(), x_shape, w_shape, win, group)
 
 
 def _geometry(image: Sequence[int], win: Window) -> tuple[int, int, int]:
@@ -89,6 +97,11 @@ def correlate(x, x_shape, w, w_shape, win: Window, group: int, bias, y) -> None:
     batch, c, image = x_shape[0], x_shape[1], tuple(x_shape[2:])
     m = w_shape[0]
     (p, k, pixels), nd = _geometry(image, win), len(image)
+    found = cudnn_plan(x_shape, w_shape, win, group)
+    if found is not None and found.forward(x, w, y):
+        if bias is not None:
+            add_bias(y, bias, m, p)
+        return
     meta = window_meta(image, win)
     if group > 1 and c == group:  # depthwise: a direct kernel, no columns
         _launch_window("depthwise_f32", x, w, ptr(bias), y, meta=meta, nd=nd,
@@ -124,6 +137,9 @@ def scatter(dy, dy_shape, w, w_shape, win: Window, group: int, out_shape, dx) ->
     cg, out_shape = w_shape[1], tuple(out_shape)
     c, mg = cg * group, m // group
     (p, k, pixels), nd = _geometry(out_shape, win), len(out_shape)
+    found = cudnn_plan((batch, c, *out_shape), w_shape, win, group)
+    if found is not None and found.backward_data(w, dy, dx):
+        return
     rows = cg * k
     per_image = c * k * p
     chunk = _chunk(batch, per_image)
@@ -151,6 +167,9 @@ def weight_grad(dy, dy_shape, x, x_shape, win: Window, group: int, dw) -> None:
         return
     if not (batch and p):  # no window anywhere: nothing reaches W
         dw.fill(0)
+        return
+    found = cudnn_plan(x_shape, dw.shape, win, group)
+    if found is not None and found.backward_filter(x, dy, dw):
         return
     per_image = c * k * p
     chunk = _chunk(batch, per_image)

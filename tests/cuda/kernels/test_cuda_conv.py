@@ -1,6 +1,6 @@
 """CUDA Conv, ConvTranspose, their gradients and ConvRelu against the NumPy kernels: 1-D, 2-D
-and 3-D, groups, depthwise, dilations, strides, pads and auto_pad, through cuBLAS and
-through netbrew's own tiled GEMM (NETBREW_CUBLAS=0)."""
+and 3-D, groups, depthwise, dilations, strides, pads and auto_pad, through cuDNN, through
+im2col and cuBLAS (NETBREW_CUDNN=0) and through netbrew's own tiled GEMM (NETBREW_CUBLAS=0)."""
 
 import numpy as np
 import pytest
@@ -15,11 +15,31 @@ TOL = {"atol": 1e-4, "rtol": 1e-4}
 F16 = {"atol": 2e-2, "rtol": 2e-2}
 
 
-@pytest.fixture(params=["cublas", "own"], autouse=True)
+@pytest.fixture(params=["cudnn", "cublas", "own"], autouse=True)
 def backend(request, monkeypatch):
+    if request.param != "cudnn":
+        monkeypatch.setenv("NETBREW_CUDNN", "0")
     if request.param == "own":
         monkeypatch.setenv("NETBREW_CUBLAS", "0")
     return request.param
+
+
+def test_cudnn_plans_the_convs_it_can(backend):
+    """With cuDNN loaded, symmetric-pad convs of 1-3 spatial axes over several images go to
+    it; asymmetric pads, single images and 4 spatial axes stay on netbrew's own kernels."""
+    from netbrew.cuda import cudnn
+    from netbrew.operators.window import make_window
+
+    if backend != "cudnn" or not cudnn.enabled():
+        pytest.skip("cuDNN is off or not installed")
+    win = make_window((9, 9), (3, 3), [2, 2], None, [1, 1, 1, 1])
+    plan = cudnn.plan(0, (2, 4, 9, 9), (6, 2, 3, 3), win, 2)
+    assert plan is not None and plan.algo("fwd") is not None
+    lopsided = make_window((9, 9), (3, 3), None, None, [0, 1, 1, 1])
+    assert cudnn.plan(0, (2, 4, 9, 9), (6, 2, 3, 3), lopsided, 2) is None
+    assert cudnn.plan(0, (1, 4, 9, 9), (6, 2, 3, 3), win, 2) is None  # one image
+    four = make_window((3, 3, 3, 3), (1, 1, 1, 1))
+    assert cudnn.plan(0, (1, 1, 3, 3, 3, 3), (1, 1, 1, 1, 1, 1), four, 1) is None
 
 
 # (X shape, W shape, attributes)
