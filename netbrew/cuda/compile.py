@@ -20,6 +20,7 @@ OPTIONS = ["-O3", "--use_fast_math", "-std=c++17"]
 ARCHES = ("sm_80", "sm_90")  # what CI compiles every file for
 
 _modules: dict[tuple[str, int], Any] = {}
+_functions: dict[tuple[str, str, int], Any] = {}
 _lock = threading.Lock()
 
 
@@ -36,8 +37,11 @@ def source(family: str) -> str:
 
 
 def function(family: str, name: str, device: int = 0) -> Any:
-    """Kernel `name` of `family`.cu, compiled for `device` on first use."""
+    """Kernel `name` of `family`.cu, compiled for `device` on first use (looked up once)."""
     activate(device)
+    found = _functions.get((family, name, device))
+    if found is not None:
+        return found
     key = (family, device)
     with _lock:
         module = _modules.get(key)
@@ -47,7 +51,8 @@ def function(family: str, name: str, device: int = 0) -> Any:
             module = _modules[key] = SourceModule(
                 source(family), no_extern_c=True, options=OPTIONS, include_dirs=[str(KERNEL_DIR)]
             )
-    return module.get_function(name)
+    found = _functions[(family, name, device)] = module.get_function(name)
+    return found
 
 
 def nvcc() -> str | None:

@@ -30,7 +30,7 @@ from netbrew.operators.cuda.elementwise import (
     launch,
     same_dtype,
 )
-from netbrew.operators.cuda.launch import MAX_RANK, empty, suffix
+from netbrew.operators.cuda.launch import MAX_RANK, constant, empty, suffix
 from netbrew.operators.schema import kernel as register
 from netbrew.operators.variadic import sum_sequences
 
@@ -229,7 +229,7 @@ def sum_to_shape(a, shape: Sequence[int], dtype: Any = None, fresh: bool = True)
     for k, dims in enumerate((kept, reduced)):
         meta[2 * k * MAX_RANK : 2 * k * MAX_RANK + len(dims)] = [s for s, _ in dims]
         meta[(2 * k + 1) * MAX_RANK : (2 * k + 1) * MAX_RANK + len(dims)] = [t for _, t in dims]
-    meta_gpu = to_gpu(meta, device=None)
+    meta_gpu = constant(meta)
     part = empty((chunks * m,), np.float64 if acc == "f64" else np.int64)
     scalars = (
         np.int64(m),

@@ -23,7 +23,7 @@ import numpy as np
 from netbrew import cuda
 from netbrew.cuda import DeviceError, cublas
 from netbrew.errors import SchemaError, ShapeError
-from netbrew.operators.cuda.launch import MAX_GRID, MAX_RANK, empty, grid, suffix
+from netbrew.operators.cuda.launch import MAX_GRID, MAX_RANK, constant, empty, grid, suffix
 from netbrew.operators.cuda.launch import kernel as _kernel
 from netbrew.operators.schema import kernel as register
 
@@ -60,8 +60,8 @@ def ptr(a: Any, offset: int = 0) -> np.uintp:
 
 
 def to_device(values: Any, dtype: Any = np.int64) -> Any:
-    """A small host array (metadata) on the current device."""
-    return cuda.to_gpu(np.ascontiguousarray(values, dtype), device=None)
+    """A small host array (metadata) on the current device, uploaded once (launch.constant)."""
+    return constant(values, dtype)
 
 
 def cast(x: Any, dtype: Any, op: str) -> Any:

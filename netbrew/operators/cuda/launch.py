@@ -5,6 +5,8 @@ Kernels follow the CPU kernels' signature on GPUArrays: `(*arrays, **attrs) -> t
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,7 +58,37 @@ def broadcast_meta(out_shape: Sequence[int], *in_shapes: Sequence[int]) -> Any:
             strides[d] = 0 if padded[d] == 1 and out_shape[d] != 1 else step
             step *= padded[d]
         rows.append(strides + [0] * (MAX_RANK - rank))
-    return to_gpu(np.array(rows, np.int64).reshape(-1), device=None)
+    return constant(np.array(rows, np.int64).reshape(-1))
+
+
+CONSTANTS = 4096  # metadata arrays kept per process
+CONSTANT_BYTES = 4096  # the largest array kept
+_constants: OrderedDict[tuple, Any] = OrderedDict()
+_constants_lock = threading.Lock()
+
+
+def constant(values: Any, dtype: Any = np.int64) -> Any:
+    """A small read-only host array (kernel metadata: shapes, strides, windows) on the
+    current device, uploaded once per device and content and then reused.
+
+    An upload from pageable memory first waits for every kernel queued before it, so one
+    per launch made the CPU wait for the GPU at almost every op. Kernels must not write to
+    what this returns."""
+    array = np.ascontiguousarray(values, dtype)
+    if array.nbytes > CONSTANT_BYTES:
+        return to_gpu(array, device=None)
+    key = (current_device(), array.dtype.str, array.shape, array.tobytes())
+    with _constants_lock:
+        found = _constants.get(key)
+        if found is not None:
+            _constants.move_to_end(key)
+            return found
+    found = to_gpu(array, device=None)
+    with _constants_lock:
+        _constants[key] = found
+        if len(_constants) > CONSTANTS:
+            _constants.popitem(last=False)
+    return found
 
 
 def kernel(family: str, name: str, device: int | None = None):

@@ -1,14 +1,16 @@
 // WeightedSum, MomentumSGDUpdate and Adam (see optim.py and netbrew/operators/train.py).
-// Scalars (weights, lr, Adam's bias correction) come from the host as doubles already
-// rounded to T as the CPU kernel rounds them; __half computes in float.
+// WeightedSum's weights and MomentumSGDUpdate's lr are one-element arrays of T read on the
+// device; Adam's scalars come from the host as doubles already rounded to T as the CPU
+// kernel rounds them; __half computes in float.
 #include "elementwise.cuh"
 
-// One pair of WeightedSum: y = w * x (first pair) or y + w * x.
+// One pair of WeightedSum: y = w[0] * x (first pair) or y + w[0] * x. The weight is read
+// on the device (a one-element array of T), so no launch waits for a read-back.
 #define NB_WEIGHTED_SUM(SFX, T, _)                                                       \
-  extern "C" __global__ void weighted_sum_##SFX(const T* x, T* y, int64_t n, double w,   \
+  extern "C" __global__ void weighted_sum_##SFX(const T* x, const T* w, T* y, int64_t n, \
                                                 int first) {                             \
     typedef typename nb_compute<T>::type C;                                              \
-    const C wc = nb_attr<T>(w);                                                          \
+    const C wc = nb_ld(w, 0);                                                            \
     NB_GRID_STRIDE(i, n) {                                                               \
       C term = wc * nb_ld(x, i);                                                         \
       nb_st(y, i, first ? term : nb_ld(y, i) + term);                                    \
@@ -16,14 +18,14 @@
   }
 NB_FLOAT_TYPES(NB_WEIGHTED_SUM, _)
 
-// m = momentum * moment + lr * grad; step = m, or (1 + momentum) * m - momentum * moment
-// with nesterov; param_out = param - step.
+// m = momentum * moment + lr[0] * grad; step = m, or (1 + momentum) * m - momentum * moment
+// with nesterov; param_out = param - step. lr is read on the device, as WeightedSum's w.
 #define NB_MOMENTUM_SGD(SFX, T, _)                                                       \
   extern "C" __global__ void momentum_sgd_##SFX(                                         \
-      const T* grad, const T* moment, const T* param, T* step_out, T* moment_out,        \
-      T* param_out, int64_t n, double lr, double momentum, int nesterov) {               \
+      const T* grad, const T* moment, const T* param, const T* lr, T* step_out,          \
+      T* moment_out, T* param_out, int64_t n, double momentum, int nesterov) {           \
     typedef typename nb_compute<T>::type C;                                              \
-    const C rate = nb_attr<T>(lr), mom = nb_attr<T>(momentum);                           \
+    const C rate = nb_ld(lr, 0), mom = nb_attr<T>(momentum);                             \
     const C one_mom = nb_attr<T>((double)(C(1) + mom));                                  \
     NB_GRID_STRIDE(i, n) {                                                               \
       C v = nb_ld(moment, i);                                                            \

@@ -1,9 +1,11 @@
 """CUDA kernels of WeightedSum (and WeightedSumGradient), MomentumSGDUpdate and Adam
 (optim.cu), after netbrew/operators/train.py.
 
-The one-element inputs (weights, lr, Adam's iteration counter) are read back to the host
-and rounded there as the CPU kernels round them; the updates return new arrays, as the CPU
-kernels do (the executor stores them under the in-place output names).
+WeightedSum's weights and MomentumSGDUpdate's lr stay on the GPU and are read there by the
+kernels (a read-back would make each launch wait for the device: 132 waits a step of the
+ResNet-18-sized training net); Adam's lr and counter and WeightedSumGradient's weight are
+read back and rounded on the host as the CPU kernels round them. The updates return new
+arrays, as the CPU kernels do (the executor stores them under the in-place output names).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 
 import numpy as np
 
-from netbrew.cuda import to_host
+from netbrew.cuda import to_gpu, to_host
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.operators.cuda.elementwise import FLOAT, fill, launch, same_dtype
 from netbrew.operators.cuda.elementwise_binary import sum_to_shape, zip_with
@@ -38,16 +40,31 @@ def weighted_sum_cuda(*inputs):
     tag = suffix(dtype, op, FLOAT)
     y = empty(xs[0].shape, dtype)
     for i, (x, w) in enumerate(zip(xs, ws)):
-        weight = float(_one(to_host(w), op, f"weight{i}").astype(dtype))
-        launch(FAMILY, f"weighted_sum_{tag}", y.size, (x, y), np.float64(weight), np.int32(i == 0))
+        weight = on_device(w, dtype, op, f"weight{i}")
+        launch(FAMILY, f"weighted_sum_{tag}", y.size, (x, weight, y), np.int32(i == 0))
     return (y,)
+
+
+def one_value(value, op: str, slot: str) -> None:
+    """ShapeError unless `value` (on either device) holds exactly one element."""
+    if value.size != 1:
+        raise ShapeError(f"{op}: input {slot!r} has shape {list(value.shape)}, expected one value")
+
+
+def on_device(value, dtype, op: str, slot: str):
+    """A one-element input as a one-element GPU array of `dtype` (cast on the device, as the
+    CPU kernels round it), for kernels that read it there: a read-back to the host would
+    make every such launch wait for the GPU."""
+    one_value(value, op, slot)
+    value = to_gpu(value, device=None)
+    return value if np.dtype(value.dtype) == dtype else cast(value, dtype, op)
 
 
 @register("WeightedSumGradient", device="cuda")
 def weighted_sum_gradient_cuda(dy, weight, x=None, *, output_mask):
     """dX = weight * dY (X's dtype, else dY's); dweight = sum(X * dY) in float64."""
     op = "WeightedSumGradient"
-    w = _one(to_host(weight), op, "weight")
+    one_value(weight, op, "weight")
     if x is not None:
         _same_shape(op, "dY", {"dY": dy, "X": x})
     dx = dweight = None
@@ -55,8 +72,9 @@ def weighted_sum_gradient_cuda(dy, weight, x=None, *, output_mask):
         dtype = np.dtype(dy.dtype if x is None else x.dtype)
         g = dy if np.dtype(dy.dtype) == dtype else cast(dy, dtype, op)
         dx = empty(dy.shape, dtype)
-        scalars = np.float64(w.astype(dtype)), np.int32(1)  # dx = w * dY
-        launch(FAMILY, f"weighted_sum_{suffix(dtype, op, FLOAT)}", dx.size, (g, dx), *scalars)
+        w_dev = on_device(weight, dtype, op, "weight")  # dx = w * dY
+        launch(FAMILY, f"weighted_sum_{suffix(dtype, op, FLOAT)}", dx.size, (g, w_dev, dx),
+               np.int32(1))  # fmt: skip
     if output_mask[1]:
         if x is None:
             raise SchemaError(f"{op}: output 'dweight' needs input 'X', which is not given")
@@ -71,14 +89,14 @@ def momentum_sgd_update_cuda(grad, moment, lr, param, *, momentum: float, nester
     op = "MomentumSGDUpdate"
     _same_shape(op, "param", {"param": param, "grad": grad, "moment": moment})
     dtype = same_dtype(op, grad=grad, moment=moment, param=param)
-    rate = float(_one(to_host(lr), op, "lr").astype(dtype))
+    rate = on_device(lr, dtype, op, "lr")
     outs = [empty(param.shape, dtype) for _ in range(3)]  # step, moment, param
-    scalars = np.float64(rate), np.float64(momentum), np.int32(bool(nesterov))
+    scalars = np.float64(momentum), np.int32(bool(nesterov))
     launch(
         FAMILY,
         f"momentum_sgd_{suffix(dtype, op, FLOAT)}",
         param.size,
-        (grad, moment, param, *outs),
+        (grad, moment, param, rate, *outs),
         *scalars,
     )
     return tuple(outs)

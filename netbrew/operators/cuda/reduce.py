@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.cuda import to_gpu, to_host
+from netbrew.cuda import to_host
 from netbrew.errors import ShapeError
 from netbrew.operators.cuda.launch import (
     MAX_GRID,
     MAX_RANK,
     broadcast_meta,
+    constant,
     empty,
     grid,
     kernel,
@@ -60,8 +61,8 @@ def host(a: Any) -> np.ndarray | None:
 
 
 def upload(values: Sequence[int]) -> Any:
-    """An int64 metadata array on the current device."""
-    return to_gpu(np.asarray(values, np.int64), device=None)
+    """An int64 metadata array on the current device, uploaded once (launch.constant)."""
+    return constant(values)
 
 
 def acc_dtype(dtype: Any) -> np.dtype:
