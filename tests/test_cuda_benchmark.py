@@ -45,5 +45,23 @@ def test_the_resnet18_sized_net_trains_on_the_cpu(bench):
 
 
 def test_table(bench):
-    row = {"what": "x", "netbrew_ms": 3.0, "torch_ms": 2.0, "netbrew_mib": 10, "torch_mib": 8}
-    assert "| x | 3.00 | 2.00 | 1.50 | 10 | 8 |" in bench.render([row], "GPU")
+    row = {"what": "x", "netbrew_ms": 3.0, "torch_ms": 2.0, "torch_tf32_ms": 1.25,
+           "netbrew_mib": 10, "torch_mib": 8}  # fmt: skip
+    assert "| x | 3.00 | 2.00 | 1.50 | 1.25 | 10 | 8 |" in bench.render([row], "GPU")
+
+
+def test_any_batch_lets_light_resnet50_take_a_batch(bench):
+    import onnx
+
+    import netbrew as nb
+    from netbrew.converters.onnx import import_model
+
+    sys.path.insert(0, "benchmarks")
+    try:
+        from zoo import model_path
+    finally:
+        sys.path.pop(0)
+    predictor = nb.Predictor(*import_model(bench.any_batch(onnx.load(model_path("resnet50")))))
+    x = np.random.default_rng(0).random((2, 3, 224, 224), dtype=np.float32)
+    (out,) = predictor.run({predictor.input_names[0]: x}).values()
+    assert out.shape == (2, 1000)
