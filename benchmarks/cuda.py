@@ -4,7 +4,7 @@
   "cuda") against the same weights in PyTorch (netbrew.converters.module.to_torch).
 - A training step of the demo CNN (batch 64) and of a ResNet-18-sized net (batch 64,
   32x32 images), in netbrew (the model on the GPU via run_all_on) and in PyTorch.
-- Peak GPU memory of each (pycuda's free-memory low-water mark for netbrew,
+- Peak GPU memory of each (the growth of netbrew's memory pool for netbrew,
   torch.cuda.max_memory_allocated for PyTorch).
 
 Medians of --reps after warm-up, each step synchronized. Writes benchmarks/CUDA.md.
@@ -47,24 +47,24 @@ def median_ms(step, reps: int, sync) -> float:
 
 
 class GpuMemory:
-    """The lowest free device memory seen (pycuda's mem_get_info) while sampling."""
+    """netbrew's peak device memory over a row: its memory pool, emptied of kept blocks at
+    the start, only grows while it keeps freed ones, so the bytes it manages at the end,
+    less those at the start, are the row's peak (to the pool's size classes)."""
 
     def __init__(self) -> None:
-        import pycuda.driver as drv
+        from netbrew.cuda import activate, memory_pool
 
-        from netbrew.cuda import activate
-
-        activate(0)  # mem_get_info needs a current context
-        self.drv = drv
-        self.start = drv.mem_get_info()[0]
-        self.low = self.start
+        activate(0)
+        self.pool = memory_pool(0)
+        self.pool.free_held()  # blocks an earlier row kept
+        self.start = self.pool.managed_bytes
 
     def sample(self) -> None:
-        self.low = min(self.low, self.drv.mem_get_info()[0])
+        """Nothing to sample: the pool's managed bytes hold the peak."""
 
     @property
     def peak_mib(self) -> float:
-        return (self.start - self.low) / 2**20
+        return (self.pool.managed_bytes - self.start) / 2**20
 
 
 def any_batch(model):
@@ -168,12 +168,12 @@ def netbrew_training_step(kind: str, batch: int, reps: int) -> tuple[float, floa
         brew.optimizer.build_sgd(model, 0.05, momentum=0.9, weight_decay=1e-4)
     model.run_all_on("cuda:0")
     rng = np.random.default_rng(0)
+    memory = GpuMemory()  # the parameters count, as in torch.cuda.max_memory_allocated
     ws = Workspace()
     ws.run_net_once(model.param_init_net)
     ws.feed_blob("data", rng.random(shape, dtype=np.float32), device="cuda:0")
     ws.feed_blob("label", rng.integers(0, 10, batch).astype(np.int32), device="cuda:0")
     ws.create_net(model.net)
-    memory = GpuMemory()
 
     def step():
         ws.run_net(model.net.name)

@@ -164,6 +164,13 @@ def allocator(device: int | None = None) -> Any:
     Every GPU blob comes from it: a freed block is kept for the next array of its size
     class, as Caffe2's CUB allocator did, since cuMemFree waits for the whole device and
     cuMemAlloc costs tens of microseconds. The pool keeps its blocks until exit."""
+    return memory_pool(device).allocate
+
+
+def memory_pool(device: int | None = None) -> Any:
+    """`device`'s pycuda DeviceMemoryPool (see `allocator`): its `managed_bytes` is what
+    netbrew holds on the device, `active_bytes` what live arrays use, and `free_held()`
+    gives the kept blocks back to the driver."""
     index = current_device() if device is None else device
     pool = _pools.get(index)
     if pool is None:
@@ -172,7 +179,7 @@ def allocator(device: int | None = None) -> Any:
 
         with _lock:
             pool = _pools.setdefault(index, DeviceMemoryPool())
-    return pool.allocate
+    return pool
 
 
 def current_device() -> int:
