@@ -59,9 +59,6 @@ class GpuMemory:
         self.pool.free_held()  # blocks an earlier row kept
         self.start = self.pool.managed_bytes
 
-    def sample(self) -> None:
-        """Nothing to sample: the pool's managed bytes hold the peak."""
-
     @property
     def peak_mib(self) -> float:
         return (self.pool.managed_bytes - self.start) / 2**20
@@ -101,12 +98,7 @@ def resnet50_inference(batch: int, reps: int) -> dict:
     memory = GpuMemory()
     ours = nb.Predictor(init, predict, device="cuda", strict=True)
     name = ours.input_names[0]
-
-    def run_ours():
-        ours.run({name: x})
-        memory.sample()
-
-    ours_ms = median_ms(run_ours, reps, cuda.synchronize)
+    ours_ms = median_ms(lambda: ours.run({name: x}), reps, cuda.synchronize)
     if PROFILE:
         PROFILES.append((f"ResNet-50 inference, batch {batch}", ours.profile({name: x}, 3)))
     module = to_torch(init, predict).cuda().eval()
@@ -174,12 +166,7 @@ def netbrew_training_step(kind: str, batch: int, reps: int) -> tuple[float, floa
     ws.feed_blob("data", rng.random(shape, dtype=np.float32), device="cuda:0")
     ws.feed_blob("label", rng.integers(0, 10, batch).astype(np.int32), device="cuda:0")
     ws.create_net(model.net)
-
-    def step():
-        ws.run_net(model.net.name)
-        memory.sample()
-
-    ms = median_ms(step, reps, cuda.synchronize)
+    ms = median_ms(lambda: ws.run_net(model.net.name), reps, cuda.synchronize)
     if PROFILE:
         PROFILES.append((f"{kind} training step", ws.run_net(model.net.name, profile=True)))
     return ms, memory.peak_mib

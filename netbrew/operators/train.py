@@ -110,10 +110,15 @@ schema(
 )
 
 
-def _one(x: np.ndarray, op: str, slot: str) -> np.ndarray:
-    """The single value of a one-element input, as a 0-d array."""
+def check_one(x, op: str, slot: str) -> None:
+    """ShapeError unless input `slot` (a NumPy or GPU array) holds exactly one value."""
     if x.size != 1:
         raise ShapeError(f"{op}: input {slot!r} has shape {list(x.shape)}, expected one value")
+
+
+def _one(x: np.ndarray, op: str, slot: str) -> np.ndarray:
+    """The single value of a one-element input, as a 0-d array."""
+    check_one(x, op, slot)
     return x.reshape(())
 
 

@@ -69,4 +69,4 @@ def test_optimizer_scalars_must_hold_one_value():
     with pytest.raises(ShapeError, match=r"MomentumSGDUpdate: input 'lr' has shape \[2\]"):
         optim.on_device(np.ones(2, np.float32), np.dtype(np.float32), "MomentumSGDUpdate", "lr")
     with pytest.raises(ShapeError, match="'weight1' has shape"):
-        optim.one_value(np.ones((1, 3)), "WeightedSum", "weight1")
+        optim.check_one(np.ones((1, 3)), "WeightedSum", "weight1")

@@ -27,8 +27,8 @@ import numpy as np
 from netbrew.cuda import current_device
 from netbrew.operators.conv import check_conv_operands, check_grad_shape
 from netbrew.operators.conv_transpose import transpose_window
-from netbrew.operators.cuda.gemm import addr, cast, fn, gemm, ptr, reduce_sum, relu_, to_device
-from netbrew.operators.cuda.launch import MAX_RANK, empty, grid, suffix
+from netbrew.operators.cuda.gemm import addr, cast, fn, gemm, ptr, reduce_sum, relu_
+from netbrew.operators.cuda.launch import MAX_RANK, constant, empty, grid, suffix
 from netbrew.operators.limits import check_numel
 from netbrew.operators.schema import kernel as register
 from netbrew.operators.window import Window, make_window
@@ -48,7 +48,7 @@ def window_meta(image: Sequence[int], win: Window, steps: Sequence[int] | None =
     table = np.zeros((8, MAX_RANK), np.int64)
     for r, values in enumerate([*rows, steps or [0] * nd]):
         table[r, :nd] = values
-    return to_device(table.reshape(-1))
+    return constant(table.reshape(-1))
 
 
 def cudnn_plan(x_shape, w_shape, win: Window, group: int) -> Any:

@@ -59,11 +59,6 @@ def ptr(a: Any, offset: int = 0) -> np.uintp:
     return np.uintp(0 if a is None else addr(a, offset))
 
 
-def to_device(values: Any, dtype: Any = np.int64) -> Any:
-    """A small host array (metadata) on the current device, uploaded once (launch.constant)."""
-    return constant(values, dtype)
-
-
 def cast(x: Any, dtype: Any, op: str) -> Any:
     """x in `dtype` (x itself if it has it); float32 <-> float16 only, else TypeError."""
     dtype = np.dtype(dtype)
@@ -107,7 +102,7 @@ def broadcast_into(src: Any, src_shape: Sequence[int], dst: Any, dst_shape: Sequ
     if rank > MAX_RANK:
         raise ValueError(f"rank {rank} is over the CUDA kernels' limit of {MAX_RANK}")
     pad = [0] * (MAX_RANK - rank)
-    meta = to_device([*dst_shape, *pad, *strides, *pad])
+    meta = constant([*dst_shape, *pad, *strides, *pad])
     name = f"broadcast_copy_{suffix(dst.dtype, 'broadcast')}"
     fn(FAMILY, name)(ptr(src), ptr(dst), meta, np.int32(rank), np.int64(n), **grid(n))
 
@@ -139,7 +134,7 @@ def reduce_sum(
     red = [a if r else 1 for a, r in axes] or [1]
     rank = len(sizes)
     pad = [0] * (MAX_RANK - rank)
-    meta = to_device([*keep, *pad, *red, *pad, *_strides(sizes), *pad])
+    meta = constant([*keep, *pad, *red, *pad, *_strides(sizes), *pad])
     n_red = math.prod(red)
     tag = suffix(x.dtype, "reduce")
     args = (ptr(x), ptr(out), meta, np.int32(rank), np.int64(n_out), np.int64(n_red))

@@ -21,7 +21,7 @@ from netbrew.operators.cuda.elementwise_binary import sum_to_shape, zip_with
 from netbrew.operators.cuda.elementwise_cast import cast
 from netbrew.operators.cuda.launch import empty, suffix
 from netbrew.operators.schema import kernel as register
-from netbrew.operators.train import _counter, _one, _same_shape
+from netbrew.operators.train import _counter, _one, _same_shape, check_one
 
 FAMILY = "optim"
 
@@ -45,17 +45,11 @@ def weighted_sum_cuda(*inputs):
     return (y,)
 
 
-def one_value(value, op: str, slot: str) -> None:
-    """ShapeError unless `value` (on either device) holds exactly one element."""
-    if value.size != 1:
-        raise ShapeError(f"{op}: input {slot!r} has shape {list(value.shape)}, expected one value")
-
-
 def on_device(value, dtype, op: str, slot: str):
     """A one-element input as a one-element GPU array of `dtype` (cast on the device, as the
     CPU kernels round it), for kernels that read it there: a read-back to the host would
     make every such launch wait for the GPU."""
-    one_value(value, op, slot)
+    check_one(value, op, slot)
     value = to_gpu(value, device=None)
     return value if np.dtype(value.dtype) == dtype else cast(value, dtype, op)
 
@@ -64,7 +58,7 @@ def on_device(value, dtype, op: str, slot: str):
 def weighted_sum_gradient_cuda(dy, weight, x=None, *, output_mask):
     """dX = weight * dY (X's dtype, else dY's); dweight = sum(X * dY) in float64."""
     op = "WeightedSumGradient"
-    one_value(weight, op, "weight")
+    check_one(weight, op, "weight")
     if x is not None:
         _same_shape(op, "dY", {"dY": dy, "X": x})
     dx = dweight = None

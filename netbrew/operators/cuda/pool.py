@@ -17,8 +17,8 @@ import numpy as np
 
 from netbrew.operators.conv import check_grad_shape
 from netbrew.operators.cuda.conv import window_meta
-from netbrew.operators.cuda.gemm import cast, fn, ptr, reduce_sum, to_device
-from netbrew.operators.cuda.launch import MAX_GRID, empty, grid, suffix, zeros
+from netbrew.operators.cuda.gemm import cast, fn, ptr, reduce_sum
+from netbrew.operators.cuda.launch import MAX_GRID, constant, empty, grid, suffix, zeros
 from netbrew.operators.pool import global_axes, pool_window, window_counts
 from netbrew.operators.pool_grad import _checked_window, _tiles
 from netbrew.operators.schema import kernel as register
@@ -41,7 +41,7 @@ def _sizes(x, win) -> tuple[np.int64, ...]:
 
 def _counts(win, x, include_pad: bool):
     """The CPU kernel's divisor per window (O1..On), as float32 on the device."""
-    return to_device(window_counts(win, tuple(x.shape[2:]), include_pad), np.float32)
+    return constant(window_counts(win, tuple(x.shape[2:]), include_pad), np.float32)
 
 
 @register("MaxPool", device="cuda")

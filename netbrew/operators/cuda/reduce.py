@@ -60,11 +60,6 @@ def host(a: Any) -> np.ndarray | None:
     return None if a is None else np.asarray(to_host(a))
 
 
-def upload(values: Sequence[int]) -> Any:
-    """An int64 metadata array on the current device, uploaded once (launch.constant)."""
-    return constant(values)
-
-
 def acc_dtype(dtype: Any) -> np.dtype:
     """float64 for float64, float32 for the other floats: where statistics are computed."""
     return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
@@ -133,7 +128,7 @@ class Plan:
         for dims in (self.kept, self.reduced):
             rows.append([n for n, _ in dims] + [1] * (MAX_RANK - len(dims)))
             rows.append([s for _, s in dims] + [0] * (MAX_RANK - len(dims)))
-        return upload([v for row in rows for v in row])
+        return constant([v for row in rows for v in row])
 
 
 def plan(op: str, shape: Sequence[int], dims: Sequence[int]) -> Plan:
