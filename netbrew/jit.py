@@ -72,15 +72,25 @@ def enabled() -> bool:
     return _ENABLED and not getattr(_local, "off", False)
 
 
-@contextlib.contextmanager
-def disabled() -> Iterator[None]:
+def one_thread() -> contextlib.AbstractContextManager[None]:
+    """Inside the block, kernels called on this thread run their one-thread twins
+    (`Kernel.serial`): for work that is already split over the cores by its caller."""
+    return _thread_flag("serial")
+
+
+def disabled() -> contextlib.AbstractContextManager[None]:
     """Run the NumPy kernels on this thread inside the block (for tests and measurements)."""
-    before = getattr(_local, "off", False)
-    _local.off = True
+    return _thread_flag("off")
+
+
+@contextlib.contextmanager
+def _thread_flag(name: str) -> Iterator[None]:
+    before = getattr(_local, name, False)
+    setattr(_local, name, True)
     try:
         yield
     finally:
-        _local.off = before
+        setattr(_local, name, before)
 
 
 def compile_seconds() -> float:
@@ -122,6 +132,8 @@ class Kernel:
         return self if work >= least else self.serial
 
     def __call__(self, *args: Any) -> Any:
+        if getattr(_local, "serial", False) and self.options.get("parallel"):
+            return self.serial(*args)
         dispatcher = self._dispatcher
         if dispatcher is None:
             raise RuntimeError(f"numba kernel {self.__name__} called without numba installed")

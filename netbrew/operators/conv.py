@@ -14,12 +14,14 @@ forward is Conv's input gradient and whose input gradient is Conv's forward):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.net import op_def
+from netbrew.operators import batch_split
 from netbrew.operators.conv_columns import (
     correlate_columns,
     scatter_columns,
@@ -154,12 +156,41 @@ def correlate(
     x: np.ndarray, w: np.ndarray, win: Window, group: int, bias: np.ndarray | None = None
 ) -> np.ndarray:
     """The windows of x (N, C, D1..Dn) times w (M, C/group, k1..kn), per group, plus `bias`
-    (M,) if given: (N, M, O1..On). 2-D depthwise convs go through conv_numba's direct loop
-    where the JIT is on, 1x1 convs of a channels-last x through conv_last (both may answer
-    channels-last), stride-1 2-D convs that narrow the channels through conv_shift (no
-    im2col copy), big stride-1 3x3 convs through Winograd, other 2-D convs of a
-    channels-last x through conv_hwc's channels-last columns (answering channels-last);
-    the rest through im2col and one batched matmul."""
+    (M,) if given: (N, M, O1..On). A big enough batch goes in parts over the cores
+    (batch_split; not the numba direct convs, which are parallel loops already), each part
+    or the whole by `correlate_images`."""
+    batch = x.shape[0]
+    parts = (
+        1
+        if use_direct(x.shape[1], group, win)
+        else batch_split.ways(batch, macs(batch, w.size, win))
+    )
+    if parts == 1:
+        return correlate_images(x, w, win, group, bias)
+    y = np.empty((batch, w.shape[0], *win.out), x.dtype)
+
+    def part(s: slice) -> None:
+        y[s] = correlate_images(x[s], w, win, group, bias)
+
+    batch_split.run(part, batch, parts)
+    return y
+
+
+def macs(batch: int, weights: int, win: Window) -> int:
+    """Multiply-adds of a conv (or either adjoint) of `batch` images with `weights` weights
+    over the windows of `win`."""
+    return batch * weights * math.prod(win.out)
+
+
+def correlate_images(
+    x: np.ndarray, w: np.ndarray, win: Window, group: int, bias: np.ndarray | None = None
+) -> np.ndarray:
+    """`correlate` on one thread's images. 2-D depthwise convs go through conv_numba's
+    direct loop where the JIT is on, 1x1 convs of a channels-last x through conv_last (both
+    may answer channels-last), stride-1 2-D convs that narrow the channels through
+    conv_shift (no im2col copy), big stride-1 3x3 convs through Winograd, other 2-D convs
+    of a channels-last x through conv_hwc's channels-last columns (answering
+    channels-last); the rest through im2col and one batched matmul."""
     m = w.shape[0]
     if use_direct(x.shape[1], group, win):
         return direct_correlate(x, w, win, bias)
@@ -215,7 +246,25 @@ def scatter(
     """The adjoint of `correlate` in x: dy (N, M, O1..On), w (M, C/group, k1..kn) -> the
     gradient (N, C, *out_shape) of the windowed input. For a `plain_3x3` conv with pads of
     at most 2 that is itself a 3x3 conv, of dy with w flipped and transposed, which
-    `winograd` computes where it pays."""
+    `winograd` computes where it pays. A big enough batch goes in parts over the cores
+    (batch_split)."""
+    batch = dy.shape[0]
+    parts = batch_split.ways(batch, macs(batch, w.size, win))
+    if parts == 1:
+        return scatter_images(dy, w, win, group, out_shape)
+    dx = np.empty((batch, w.shape[1] * group, *out_shape), dy.dtype)
+
+    def part(s: slice) -> None:
+        dx[s] = scatter_images(dy[s], w, win, group, out_shape)
+
+    batch_split.run(part, batch, parts)
+    return dx
+
+
+def scatter_images(
+    dy: np.ndarray, w: np.ndarray, win: Window, group: int, out_shape: Sequence[int]
+) -> np.ndarray:
+    """`scatter` on one thread's images."""
     ends = [size - o + b for o, size, b in zip(win.out, out_shape, win.begin)]  # 2 - end
     if plain_3x3(win, group) and max(win.begin) <= 2 and min(ends) >= 0:
         flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
@@ -227,8 +276,18 @@ def scatter(
 
 
 def weight_grad(dy: np.ndarray, x: np.ndarray, win: Window, group: int) -> np.ndarray:
-    """The adjoint of `correlate` in w: dy (N, M, O1..On), x (N, C, D1..Dn) -> (M, C/group, k..)."""
-    return weight_grad_columns(dy, x, win, group)
+    """The adjoint of `correlate` in w: dy (N, M, O1..On), x (N, C, D1..Dn) -> (M, C/group,
+    k..). A big enough batch goes in parts over the cores (batch_split), their sums added."""
+    batch = dy.shape[0]
+    weights = dy.shape[1] * x.shape[1] // group * math.prod(win.kernel)
+    parts = batch_split.ways(batch, macs(batch, weights, win))
+    if parts == 1:
+        return weight_grad_columns(dy, x, win, group)
+    sums = batch_split.run(lambda s: weight_grad_columns(dy[s], x[s], win, group), batch, parts)
+    total = sums[0]
+    for other in sums[1:]:
+        total += other
+    return total
 
 
 def bias_grad(dy: np.ndarray) -> np.ndarray:

@@ -86,7 +86,7 @@ def test_winograd_forward_and_input_grad_match_im2col(monkeypatch, x_shape, pads
 
     monkeypatch.setattr(conv_module, "winograd", counted)
     got = _conv_and_grads(x, w, b, dy, dict(pads=pads))
-    assert calls == [True, True]  # the forward and dX took Winograd
+    assert len(calls) >= 2 and all(calls)  # the forward and dX (or each part of them) took it
     monkeypatch.setattr(conv_module, "winograd", lambda *args: None)
     want = _conv_and_grads(x, w, b, dy, dict(pads=pads))
     for name, g, e in zip(("Y", "dX", "dW", "dB"), got, want):
