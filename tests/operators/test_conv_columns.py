@@ -119,3 +119,33 @@ def test_spanning_forward_matches_per_image_gemms(x_shape, w_shape, attrs, monke
     (want,) = conv_cpu(x, w, b, **attrs)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(chunked, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "x_shape, pads",
+    [((3, 8, 4, 4), [1, 1, 1, 1]), ((2, 8, 5, 4), [0, 2, 2, 0]), ((4, 16, 8, 8), [1, 1, 1, 1])],
+)
+def test_small_images_input_grad_by_the_flipped_spanning_conv(monkeypatch, x_shape, pads):
+    """ResNet's 4x4 and 8x8 convs: dX as a 3x3 conv of dY with W flipped, through
+    correlate_columns (one GEMM over the images), matches col2im's dX."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal((x_shape[1] + 2, x_shape[1], 3, 3))
+    (y,) = conv_cpu(x, w, None, pads=pads)
+    dy = rng.standard_normal(y.shape)
+    calls = []
+    real = conv_module.correlate_columns
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return real(*args)
+
+    monkeypatch.setattr(conv_module, "correlate_columns", counted)
+    (got,) = conv_gradient_cpu(x, w, dy, output_mask=(True, False, False), pads=pads)[:1]
+    assert calls and all(shape[1] == w.shape[0] for shape in calls)  # convs of dY
+    monkeypatch.setattr(conv_module, "SPAN_MAX_POSITIONS", 0)  # col2im instead
+    calls.clear()
+    (want,) = conv_gradient_cpu(x, w, dy, output_mask=(True, False, False), pads=pads)[:1]
+    assert not calls
+    assert got.shape == want.shape == x.shape
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
