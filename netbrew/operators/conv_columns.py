@@ -128,19 +128,31 @@ def scatter_columns(
     return dx
 
 
+COLUMNS_FIRST_BELOW = 256
+"""Output channels per group below which the weight gradient's GEMM is columns times dY's
+rows transposed, not dY's rows times the columns transposed (see weight_grad_columns)."""
+
+
 def weight_grad_columns(dy: np.ndarray, x: np.ndarray, win: Window, group: int) -> np.ndarray:
     """The adjoint of `correlate_columns` in w: dY (N, M, O1..On), X (N, C, D1..Dn) ->
-    (M, C/group, k1..kn), C-ordered. Per chunk, one GEMM per group, dY's rows (M/G, N_c * P)
-    times columns (K * C/G, N_c * P) that span the chunk's images (window.batch_columns),
-    transposed, summed over the chunks; then each output channel's (tap, channel) block is
-    turned to (channel, tap). (Against the GEMM the other way round, whose (K * C, M)
-    result came out as a transposed view that the optimizer's passes then copied: ResNet-18's
-    convs at batch 32 with the WeightedSum that follows, 0.68x on the 512-channel 4x4 convs,
-    0.36x on the 3-channel stem, 0.94-1.04x on the rest.)"""
+    (M, C/group, k1..kn), C-ordered. Per chunk, one GEMM per group between dY's rows (M/G,
+    N_c * P) and columns (K * C/G, N_c * P) that span the chunk's images
+    (window.batch_columns), summed over the chunks; then the small result is turned to
+    (M, channel, tap).
+
+    The GEMM's order: with fewer than COLUMNS_FIRST_BELOW output channels per group, the
+    columns times the rows transposed, giving (tap, channel, M/G): OpenBLAS runs it at 1.24x
+    the speed of the other order at 64 channels, 1.12x at 128, 1.0x at 256, one thread
+    each; with 512 channels on 4x4 images, rows times the columns transposed, giving (M/G,
+    tap, channel), is 1.5x faster. (Either beats a transposed dW that the optimizer's
+    passes then copied: 0.68x on ResNet-18's 512-channel 4x4 convs, 0.36x on its 3-channel
+    stem.)"""
     batch, m = dy.shape[:2]
     c, k, positions = x.shape[1] // group, math.prod(win.kernel), math.prod(win.out)
     dy = dy.reshape(batch, group, m // group, positions)
-    dw = np.empty((group, m // group, k * c), dy.dtype)  # columns (tap, channel)
+    columns_first = m // group < COLUMNS_FIRST_BELOW
+    shape = (group, k * c, m // group) if columns_first else (group, m // group, k * c)
+    dw = np.empty(shape, dy.dtype)
     part = None
     per_image = group * c * k * positions * x.itemsize
     for start, stop in chunks(batch, per_image, WEIGHT_GRAD_CHUNK_BYTES):
@@ -148,11 +160,18 @@ def weight_grad_columns(dy: np.ndarray, x: np.ndarray, win: Window, group: int) 
         cols = cols.transpose(1, 0, 2, 3).reshape(group, k * c, -1)  # no copy if G = 1
         rows = scratch("conv_dy", (group, m // group, stop - start, positions), dy.dtype)
         np.copyto(rows, dy[start:stop].transpose(1, 2, 0, 3))
+        rows = rows.reshape(group, m // group, -1)
         out = dw if part is None else part  # the first chunk writes dW, the rest add to it
-        np.matmul(rows.reshape(group, m // group, -1), cols.transpose(0, 2, 1), out=out)
+        if columns_first:
+            np.matmul(cols, rows.transpose(0, 2, 1), out=out)
+        else:
+            np.matmul(rows, cols.transpose(0, 2, 1), out=out)
         if part is None:
             part = np.empty_like(dw)
         else:
             dw += part
-    dw = dw.reshape(group, m // group, k, c).transpose(0, 1, 3, 2)
+    if columns_first:
+        dw = dw.reshape(group, k, c, m // group).transpose(0, 3, 2, 1)
+    else:
+        dw = dw.reshape(group, m // group, k, c).transpose(0, 1, 3, 2)
     return np.ascontiguousarray(dw).reshape(m, c, *win.kernel)

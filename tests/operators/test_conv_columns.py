@@ -149,3 +149,21 @@ def test_small_images_input_grad_by_the_flipped_spanning_conv(monkeypatch, x_sha
     assert not calls
     assert got.shape == want.shape == x.shape
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES[:3])
+def test_weight_grad_gemm_orders_agree(monkeypatch, x_shape, w_shape, attrs):
+    """The weight gradient's GEMM, columns first (few output channels) or dY's rows first
+    (many), gives the same dW."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal(w_shape)
+    (y,) = conv_cpu(x, w, None, **attrs)
+    dy = rng.standard_normal(y.shape)
+    grads = []
+    for below in (1 << 30, 0):
+        monkeypatch.setattr(conv_columns, "COLUMNS_FIRST_BELOW", below)
+        dw = conv_gradient_cpu(x, w, dy, output_mask=(False, True, False), **attrs)[1]
+        assert dw.shape == w.shape and dw.flags.c_contiguous
+        grads.append(dw)
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-10, atol=1e-10)
