@@ -230,10 +230,10 @@ def winograd(
 
     c, m = x.shape[1], w.shape[0]
     out = (x.shape[2] + pads[0] + pads[2] - 2, x.shape[3] + pads[1] + pads[3] - 2)
-    if conv_winograd4.use_winograd4(c, m, out):
+    if conv_winograd4.use_winograd4(c, m, out, x.shape[0]):
         u = conv_winograd4.winograd4_weights(w)
         y = conv_winograd4.winograd4_correlate(x, u, tuple(pads), bias)
-    elif conv_winograd.use_winograd(c, m, out):
+    elif conv_winograd.use_winograd(c, m, out, x.shape[0]):
         u = conv_winograd.winograd_weights(w)
         y = conv_winograd.winograd_correlate(x, u, tuple(pads), bias)
     else:

@@ -111,7 +111,7 @@ def hwc_correlate(
     y = np.empty((batch, ho, wo, m), x.dtype)
     cols = scratch("hwc_cols", (ho, wo, kh, kw, channels), x.dtype)
     for n in range(batch):
-        image = padded_channels_last(x[n], top, left, hp, wp)  # (hp, wp, C)
+        image = padded_channels_last(x[n : n + 1], top, left, hp, wp)[0]  # (hp, wp, C)
         s_h, s_w, s_c = image.strides
         np.copyto(cols, as_strided(image, cols.shape, (sh * s_h, sw * s_w, s_h, s_w, s_c)))
         np.matmul(cols.reshape(ho * wo, -1), u.reshape(-1, m), out=y[n].reshape(-1, m))

@@ -50,6 +50,8 @@ so the winograd_convs pass leaves them as they are."""
 MIN_TILES = 49
 """Outputs with fewer full 2x2 tiles than this (below 14x14) stay on im2col: the 16 GEMMs
 get too thin."""
+MIN_TILES_BATCHED = 16
+"""The same for a batch of at least 4 images (below 8x8)."""
 STRIP_ELEMENTS = 1 << 21
 """About how many values the 16 transformed blocks of one strip of tile rows hold; bigger
 images go a strip at a time, which bounds the scratch memory (8 MiB of float32)."""
@@ -74,15 +76,21 @@ for _fused in ("ConvWinograd", "ConvWinogradRelu"):
     )
 
 
-def use_winograd(channels: int, out_channels: int, out_shape: tuple[int, ...]) -> bool:
-    """Whether F(2x2, 3x3) beats im2col for a stride-1 3x3 conv with this output (Ho, Wo):
-    both channel counts at least MIN_CHANNELS and at least MIN_TILES full tiles. (Measured
-    op by op: 0.75-0.85x the time of the best non-Winograd path on 14x14 to 28x28 convs of
-    64 to 512 channels, 0.74-0.9x on bigger images; at 7x7 (16 tiles) 1.03-1.08x. An odd
-    output's last row and column of tiles are half empty: squeezenet's 13x13 convs, 49
-    tiles with 36 full, ran the whole model 1.06x slower on Winograd.)"""
+def use_winograd(
+    channels: int, out_channels: int, out_shape: tuple[int, ...], images: int = 1
+) -> bool:
+    """Whether F(2x2, 3x3) beats im2col for a stride-1 3x3 conv with this output (Ho, Wo)
+    on `images` images: both channel counts at least MIN_CHANNELS and at least MIN_TILES
+    full tiles an image, or MIN_TILES_BATCHED where there are at least 4 images, which
+    winograd_tiles transforms a few at a time. (Measured op by op: 0.75-0.85x the time of
+    the best non-Winograd path on 14x14 to 28x28 convs of 64 to 512 channels, 0.74-0.9x on
+    bigger images; at 7x7 (16 tiles) 1.03-1.08x. An odd output's last row and column of
+    tiles are half empty: squeezenet's 13x13 convs, 49 tiles with 36 full, ran the whole
+    model 1.06x slower on Winograd. ResNet-18's 256-channel 8x8 convs at batch 16, one
+    thread, four images a step: 0.81x im2col's time; its 512-channel 4x4 ones 1.25x.)"""
     tiles = (out_shape[0] // 2) * (out_shape[1] // 2)
-    return min(channels, out_channels) >= MIN_CHANNELS and tiles >= MIN_TILES
+    least = MIN_TILES if images < 4 else MIN_TILES_BATCHED
+    return min(channels, out_channels) >= MIN_CHANNELS and tiles >= least
 
 
 def transform_matches(w: np.ndarray, u: np.ndarray, samples: int = 16) -> bool:

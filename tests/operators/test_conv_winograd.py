@@ -101,6 +101,10 @@ def test_use_winograd_rule():
     assert not cw.use_winograd(512, 512, (7, 7))  # 4 x 4 tiles: too few
     assert not cw.use_winograd(64, 256, (13, 13))  # squeezenet's: 6 x 6 full tiles
     assert not cw.use_winograd(32, 4096, (224, 224))  # too few channels on one side
+    # a batch of 4 or more goes a few images a step: 8x8 outputs pay, 4x4 ones do not
+    assert cw.use_winograd(256, 256, (8, 8), images=16)
+    assert not cw.use_winograd(256, 256, (8, 8), images=2)
+    assert not cw.use_winograd(512, 512, (4, 4), images=16)
 
 
 @pytest.mark.parametrize("op_type", ["ConvWinograd", "ConvWinogradRelu"])

@@ -38,6 +38,10 @@ def test_use_winograd4_rule():
     assert cw4.use_winograd4(96, 128, (27, 27))  # Inception's: 7 x 7 tiles
     assert not cw4.use_winograd4(256, 256, (14, 14))  # 4 x 4 tiles: measured slower
     assert not cw4.use_winograd4(32, 128, (56, 56))  # too few channels on one side
+    # a batch goes a few images a step: ResNet-18's 16x16 convs pay, its 8x8 ones do not
+    assert cw4.use_winograd4(128, 128, (16, 16), images=16)
+    assert not cw4.use_winograd4(128, 128, (16, 16), images=1)
+    assert not cw4.use_winograd4(256, 256, (8, 8), images=16)
 
 
 def test_stale_f4_transform_falls_back_to_the_weights(monkeypatch):
@@ -88,3 +92,45 @@ def test_concat_of_both_layouts():
     other = rand(1, 3, 12, 12, seed=29)
     (got,) = run_op("Concat", [y, other], axis=1)
     np.testing.assert_array_equal(got, np.concatenate([np.ascontiguousarray(y), other], 1))
+
+
+@pytest.mark.parametrize("module, weights", [(cw, "winograd_weights"), (cw4, "winograd4_weights")])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numba_weight_transform_matches_einsum(module, weights, dtype):
+    """The loop that transforms a training step's weights (JIT on) gives einsum's U."""
+    from netbrew import jit
+
+    w = np.random.default_rng(9).standard_normal((70, 66, 3, 3)).astype(dtype)
+    got = getattr(module, weights)(w)
+    with jit.disabled():
+        want = getattr(module, weights)(w)
+    assert got.shape == want.shape and got.dtype == want.dtype == dtype
+    assert got.flags.c_contiguous
+    tol = 1e-6 if dtype == np.float32 else 1e-14  # of U's largest value: sums cancel
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize(
+    "module, correlate, weights, products",
+    [
+        (cw, "winograd_correlate", "winograd_weights", 16),
+        (cw4, "winograd4_correlate", "winograd4_weights", 36),
+    ],
+)
+def test_several_images_a_step_give_one_image_a_steps_result(
+    monkeypatch, module, correlate, weights, products
+):
+    """Small images go a few at a time (winograd_tiles.BLOCK_PRODUCTS), odd sizes and a
+    batch that does not divide evenly included; the result is the same as one at a time."""
+    from netbrew.operators import winograd_tiles
+
+    x, w, b = rand(7, 5, 9, 6, seed=16), rand(4, 5, 3, 3, seed=17), rand(4, seed=18)
+    u = getattr(module, weights)(w)
+    run = getattr(module, correlate)
+    monkeypatch.setattr(winograd_tiles, "BLOCK_PRODUCTS", 1)  # one image a step
+    single = run(x, u, (1, 0, 2, 1), b, True)
+    monkeypatch.setattr(winograd_tiles, "BLOCK_PRODUCTS", products * 30)  # 2 or 5 images
+    batched = run(x, u, (1, 0, 2, 1), b, True)
+    np.testing.assert_allclose(batched, single, rtol=1e-6, atol=1e-6)
+    truth = np.maximum(_direct(x, w, b, (1, 0, 2, 1)), 0)
+    np.testing.assert_allclose(batched, truth, atol=1e-4)
