@@ -15,10 +15,16 @@ libraries loaded in the process); `num_threads` does it for a `with` block only.
     with nb.num_threads(4):      # four, inside the block
         predictor.run(feeds)
 
-Why one op's NumPy passes (bias, Relu, copies, Winograd transforms, pools) are not split
-over threads, as onnxruntime's intra-op pool splits its kernels: it was built and measured
-(2-core VM, OpenBLAS 0.3.31, ResNet-50 at batch 1, in A/B runs alternating fresh processes)
-and ran slower every way it was tried:
+A conv on a batch of images (a training step's forward, input and weight gradients) is
+split by images over the BLAS threads, each part on its own thread with BLAS held at one
+thread while it runs (netbrew.operators.batch_split): its copies then use every core, and
+no threaded GEMM leaves OpenBLAS's worker spinning. While a split runs, BLAS calls from
+any thread of the process get one thread.
+
+Why a single image's NumPy passes (bias, Relu, copies, Winograd transforms, pools) are not
+split over threads, as onnxruntime's intra-op pool splits its kernels: it was built and
+measured (2-core VM, OpenBLAS 0.3.31, ResNet-50 at batch 1, in A/B runs alternating fresh
+processes) and ran slower every way it was tried:
 - BLAS held at one thread for the run, each conv split over two Python threads (1x1 convs
   by output channels, the rest by bands of output rows, bias and Relu inside each part):
   1.06-1.17x the time of BLAS's own two threads. Op by op, a 1x1 conv with its bias and
