@@ -51,3 +51,30 @@ def test_main_prints_alternating_times_and_ratios(train_step, capsys):
         ours, theirs = float(lines[0].split()[2]), float(lines[1].split()[2])
         ratio = float(lines[2].split("ratio netbrew/PyTorch: ")[1].split()[0])
         assert ratio == pytest.approx(ours / theirs, rel=0.02, abs=0.01)
+
+
+@pytest.mark.parametrize("net_type", ["simple", "dag"])
+def test_split_batches_train_the_same_weights(train_step, monkeypatch, net_type):
+    """Every conv of a small ResNet-18 split over the cores (batch_split.MIN_WORK forced
+    down), under `simple` and under `dag`'s two workers: three SGD steps end at the weights
+    the whole-batch convs reach."""
+    from netbrew.operators import batch_split
+
+    x, y = train_step.batch_of("resnet18", 6)
+    weights = []
+    for least in (1 << 60, 1):
+        monkeypatch.setattr(batch_split, "MIN_WORK", least)
+        model = train_step.training_model("resnet18", (4, 8, 16, 32))
+        model.net.set_type(net_type, num_workers=2 if net_type == "dag" else None)
+        ws = Workspace()
+        ws.run_net_once(model.param_init_net)
+        ws.feed_blob("data", x)
+        ws.feed_blob("label", y)
+        ws.create_net(model.net)
+        for _ in range(3):
+            ws.run_net(model.net.name)
+        weights.append({str(p): ws.fetch_blob(str(p)) for p in model.get_trainable_params()})
+    whole, split = weights
+    assert whole.keys() == split.keys()
+    for name, w in whole.items():
+        np.testing.assert_allclose(split[name], w, rtol=1e-4, atol=1e-5, err_msg=name)
