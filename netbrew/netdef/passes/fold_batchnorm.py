@@ -1,6 +1,7 @@
 """BatchNormalization folding: an inference BN after Conv, Gemm or FC goes into its weights,
 and so does a chain of them and of Mul, Add and Sub by per-output-channel constants (Caffe2
-nets scale and shift after their BN that way)."""
+nets scale and shift after their BN that way); a BN with no such op before it takes the
+chain after it into its own scale and bias."""
 
 from __future__ import annotations
 
@@ -102,6 +103,51 @@ def _fold(op: OperatorDef, s: np.ndarray, t: np.ndarray, params: dict):
     return w64.astype(w.dtype), b.astype(w.dtype), extra
 
 
+def _affine_chain(net: NetDef, i: int, used, live_out, params: dict, layout, dtype):
+    """(S, T, steps): the ops after net.op[i], each the sole reader of the one before, that
+    are per-channel affine steps (`_step_factors`), composed into y -> S * y + T; (None,
+    None, []) when the first is not."""
+    scale, shift, chain, current = None, None, [], i
+    while (j := sole_reader(net, used, live_out, current)) is not None:
+        step = _step_factors(net.op[j], net.op[current].output[0], params, layout, dtype)
+        if step is None:
+            break
+        s, t = step
+        scale, shift = (s, t) if scale is None else (s * scale, s * shift + t)
+        chain.append(j)
+        current = j
+    return scale, shift, chain
+
+
+def _fold_into_bn(net: NetDef, i: int, used, live_out, params: dict, rank: int):
+    """(new BN, folded step indices, new params) for the inference BatchNormalization
+    net.op[i] with the chain of per-channel Mul/Add/Sub (and BN) steps after it folded into
+    its scale and bias, or None. S * BN(x) + T is BN with scale S * scale and bias
+    S * bias + T. The input's rank must be known (value_info) to tell a per-channel
+    constant from one that broadcasts along another axis."""
+    bn = net.op[i]
+    factors = _bn_factors(bn, params)
+    if factors is None or rank < 2:
+        return None
+    scale_name, bias_name = bn.input[1], bn.input[2]
+    dtype = np.asarray(params[scale_name]).dtype
+    layout = (rank, factors[0].size)
+    big_s, big_t, chain = _affine_chain(net, i, used, live_out, params, layout, dtype)
+    if not chain or not can_write_early(net, i, chain[-1], net.op[chain[-1]].output[0]):
+        return None
+    scale = np.broadcast_to(np.asarray(params[scale_name], np.float64).reshape(-1), big_s.shape)
+    bias = np.broadcast_to(np.asarray(params[bias_name], np.float64).reshape(-1), big_s.shape)
+    names = {
+        f"{scale_name}_chainfolded": (big_s * scale).astype(dtype),
+        f"{bias_name}_chainfolded": (big_s * bias + big_t).astype(dtype),
+    }
+    new = OperatorDef()
+    new.CopyFrom(bn)
+    new.input[1], new.input[2] = names
+    new.output[0] = net.op[chain[-1]].output[0]
+    return new, chain, names
+
+
 def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     """Folds each inference BatchNormalization into the Conv, Gemm or FC before it, with
     any chain of BNs and Mul/Add/Sub by per-channel constants that follows.
@@ -121,7 +167,10 @@ def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     Returns:
         (new_net, new_params): the new weights are named `<w>_bnfolded` and `<b>_bnfolded`
         (`<w>_bnfolded_bias` when the op had no bias); parameters no longer read are left
-        out of new_params and of the net's external inputs.
+        out of new_params and of the net's external inputs. An inference BN that no op
+    before it takes (DenseNet's, on a Concat) takes the per-channel chain after it into
+    its own scale and bias instead (`<scale>_chainfolded`, `<bias>_chainfolded`), where
+    the net's value_info gives its input's rank.
     """
     used, live_out = readers(net)
     new_params = dict(params)
@@ -134,15 +183,7 @@ def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
         layout, dtype = _output_layout(op, params), np.asarray(params[op.input[1]]).dtype
         if layout[1] < 1:
             continue
-        scale, shift, chain, current = None, None, [], i
-        while (j := sole_reader(net, used, live_out, current)) is not None:
-            step = _step_factors(net.op[j], net.op[current].output[0], params, layout, dtype)
-            if step is None:
-                break
-            s, t = step
-            scale, shift = (s, t) if scale is None else (s * scale, s * shift + t)
-            chain.append(j)
-            current = j
+        scale, shift, chain = _affine_chain(net, i, used, live_out, params, layout, dtype)
         if not chain:
             continue
         last = net.op[chain[-1]]
@@ -172,6 +213,18 @@ def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
             added += [w_name, b_name]
         replaced[i] = new
         dropped.update(chain)
+    ranks = {info.name: len(info.dims) for info in net.value_info if not info.unknown_shape}
+    for i, op in enumerate(net.op):
+        if op.type != "BatchNormalization" or i in dropped or i in replaced:
+            continue
+        folded_bn = _fold_into_bn(net, i, used, live_out, params, ranks.get(op.input[0], 0))
+        if folded_bn is not None:
+            new, chain, names = folded_bn
+            new_params.update(names)
+            if op.input[1] in net.external_input:
+                added += list(names)
+            replaced[i] = new
+            dropped.update(chain)
     ops = [replaced.get(i, op) for i, op in enumerate(net.op) if i not in dropped]
     out = copy_net(net, ops)
     read = {b for op in ops for b in [*op.input, *op.control_input]}

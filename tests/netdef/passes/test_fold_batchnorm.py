@@ -106,3 +106,54 @@ def test_chain_stops_at_a_second_reader_and_at_constant_on_the_left_of_sub():
     net.op[1].input[:] = ["k1", "h0"]  # k1 - h: not s * h + t with s = 1
     out, _ = fold_batch_norm(net, params)
     assert [op.type for op in out.op] == ["Conv", "Sub", "Relu"]
+
+
+def _bn_chain_net(const_shape, rank_known=True):
+    """Concat -> BN -> Mul -> Add -> Relu, as DenseNet's dense layers (a BN no op before it
+    takes), with the Concat's output rank in value_info when `rank_known`."""
+    rng = np.random.default_rng(3)
+    params = {
+        "s": rng.uniform(0.5, 1.5, 6).astype(np.float32),
+        "b": rng.normal(size=6).astype(np.float32),
+        "m": rng.normal(size=6).astype(np.float32),
+        "v": rng.uniform(0.5, 1.5, 6).astype(np.float32),
+        "k1": rng.uniform(0.5, 1.5, const_shape).astype(np.float32),
+        "k2": rng.normal(size=const_shape).astype(np.float32),
+    }
+    ops = [
+        op_def("Concat", ["x1", "x2"], ["c"], axis=1),
+        op_def("BatchNormalization", ["c", "s", "b", "m", "v"], ["h0"]),
+        op_def("Mul", ["h0", "k1"], ["h1"]),
+        op_def("Add", ["k2", "h1"], ["h2"]),
+        op_def("Relu", ["h2"], ["y"]),
+    ]
+    net = NetDef(name="n", external_input=["x1", "x2", *params], external_output=["y"])
+    net.op.extend(ops)
+    if rank_known:
+        info = net.value_info.add()
+        info.name, info.dims[:] = "c", [2, 6, 5, 5]
+    feeds = {n: rng.normal(size=(2, 3, 5, 5)).astype(np.float32) for n in ("x1", "x2")}
+    return net, params, feeds
+
+
+@pytest.mark.parametrize("const_shape", [(6, 1, 1), (1, 6, 1, 1), ()])
+def test_a_lone_bn_takes_the_chain_after_it(const_shape):
+    net, params, feeds = _bn_chain_net(const_shape)
+    out, new_params = fold_batch_norm(net, params)
+    assert [op.type for op in out.op] == ["Concat", "BatchNormalization", "Relu"]
+    bn = out.op[1]
+    assert list(bn.input) == ["c", "s_chainfolded", "b_chainfolded", "m", "v"]
+    assert bn.output[0] == out.op[2].input[0] == "h2"
+    assert not {"k1", "k2", "s", "b"} & set(new_params) and "s_chainfolded" in new_params
+    np.testing.assert_allclose(
+        run(out, {**feeds, **new_params})[0], run(net, {**feeds, **params})[0], atol=1e-5
+    )
+
+
+def test_a_lone_bn_keeps_its_chain_without_a_known_rank_or_per_channel_constants():
+    net, params, _ = _bn_chain_net((6, 1, 1), rank_known=False)  # (6, 1, 1) on a rank-3 X?
+    out, _ = fold_batch_norm(net, params)
+    assert [op.type for op in out.op] == [op.type for op in net.op]
+    net, params, _ = _bn_chain_net((1, 1, 5, 1))  # varies along H
+    out, _ = fold_batch_norm(net, params)
+    assert [op.type for op in out.op] == [op.type for op in net.op]
