@@ -21,15 +21,27 @@ import numpy as np
 
 from netbrew import jit
 from netbrew.errors import SchemaError
-from netbrew.operators import arithmetic, conv, matmul  # noqa: F401  (the base ops first)
+from netbrew.operators import (  # noqa: F401  (the base ops first)
+    arithmetic,
+    conv,
+    matmul,
+    normalization,
+    normalization_jit,
+)
 from netbrew.operators.conv_last import columns, pointwise, use_pointwise
 from netbrew.operators.conv_numba import direct_correlate, epilogue, use_direct
 from netbrew.operators.schema import get_kernel, get_schema, kernel, schema
 from netbrew.operators.window import make_window
 from netbrew.operators.zeros import relu
 
-FUSED_RELU: dict[str, str] = {"Conv": "ConvRelu", "Gemm": "GemmRelu", "FC": "FCRelu"}
-"""Base op type -> its fused-with-Relu op type."""
+FUSED_RELU: dict[str, str] = {
+    "Conv": "ConvRelu",
+    "Gemm": "GemmRelu",
+    "FC": "FCRelu",
+    "BatchNormalization": "BatchNormalizationRelu",
+}
+"""Base op type -> its fused-with-Relu op type (a BatchNormalization only in inference,
+with one output: see netbrew.netdef.passes.fuse_activation)."""
 
 
 def relu_in_place(out: np.ndarray) -> np.ndarray:
@@ -45,7 +57,7 @@ def _declare(base: str, fused: str) -> None:
     schema(
         fused,
         inputs=inputs,
-        outputs=list(spec.outputs),
+        outputs=[n if i < spec.min_outputs else f"{n}?" for i, n in enumerate(spec.outputs)],
         attrs=dict(spec.attrs),
         dtypes=dict(spec.dtypes),
         onnx=False,
@@ -55,13 +67,35 @@ def _declare(base: str, fused: str) -> None:
     )
     base_kernel = get_kernel(base)
 
-    def fused_cpu(*arrays: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
-        (out,) = base_kernel(*arrays, **attrs)
-        return (relu_in_place(out),)
+    def fused_cpu(*arrays: np.ndarray, **attrs: Any) -> tuple[np.ndarray, ...]:
+        out = base_kernel(*arrays, **attrs)
+        return (relu_in_place(out[0]), *out[1:])
 
     fused_cpu.__name__ = fused_cpu.__qualname__ = f"{fused.lower()}_cpu"
     fused_cpu.__doc__ = f"{base} kernel, then Relu on its output in place."
-    kernel(fused)(fused_cpu)
+    kernel(fused)(batch_normalization_relu_cpu if base == "BatchNormalization" else fused_cpu)
+
+
+def batch_normalization_relu_cpu(
+    x: np.ndarray, scale, b, input_mean, input_var, **attrs: Any
+) -> tuple[np.ndarray, ...]:
+    """Inference BatchNormalization with its Relu in the same numba pass (Y = max(X * a + t,
+    0) per channel) where the JIT takes X; else BatchNormalization's kernel, then Relu in
+    place. (DenseNet-121's dense layers, BN then Relu on their Concat.)"""
+    xv = normalization_jit.channels_view(x)
+    if attrs.get("training_mode") or xv is None:
+        out = get_kernel("BatchNormalization")(x, scale, b, input_mean, input_var, **attrs)
+        return (relu_in_place(out[0]), *out[1:])
+    normalization.check_params(x, scale, b, input_mean, input_var)
+    a = scale.reshape(-1).astype(np.float64) / np.sqrt(
+        input_var.reshape(-1).astype(np.float64) + attrs["epsilon"]
+    )
+    shift = b.reshape(-1).astype(np.float64) - input_mean.reshape(-1).astype(np.float64) * a
+    y = np.empty(x.shape, x.dtype)
+    normalization_jit.scale_shift(
+        xv, a.astype(x.dtype), shift.astype(x.dtype), True, y.reshape(xv.shape)
+    )
+    return y, input_mean, input_var
 
 
 for _base, _fused in FUSED_RELU.items():

@@ -54,6 +54,22 @@ def _acc_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype.itemsize < 4 else dtype
 
 
+def check_params(x, scale, b, input_mean, input_var) -> int:
+    """X's channel count; raises ShapeError when X is a scalar or a parameter does not have
+    one value per channel."""
+    if x.ndim == 0:
+        raise ShapeError("BatchNormalization: input X is a scalar, expected (N, C, D1, ...)")
+    c = x.shape[1] if x.ndim > 1 else 1
+    params = {"scale": scale, "B": b, "input_mean": input_mean, "input_var": input_var}
+    for name, p in params.items():
+        if p.size != c:
+            raise ShapeError(
+                f"BatchNormalization: input {name} has shape {list(p.shape)}, expected ({c},): "
+                f"one value per channel of X {list(x.shape)}"
+            )
+    return c
+
+
 @kernel("BatchNormalization")
 def batch_normalization_cpu(
     x: np.ndarray,
@@ -72,16 +88,7 @@ def batch_normalization_cpu(
         (Y, running_mean, running_var). In inference the running statistics are the
         inputs unchanged (ONNX leaves those outputs undefined there).
     """
-    if x.ndim == 0:
-        raise ShapeError("BatchNormalization: input X is a scalar, expected (N, C, D1, ...)")
-    c = x.shape[1] if x.ndim > 1 else 1
-    params = {"scale": scale, "B": b, "input_mean": input_mean, "input_var": input_var}
-    for name, p in params.items():
-        if p.size != c:
-            raise ShapeError(
-                f"BatchNormalization: input {name} has shape {list(p.shape)}, expected ({c},): "
-                f"one value per channel of X {list(x.shape)}"
-            )
+    c = check_params(x, scale, b, input_mean, input_var)
     xv = normalization_jit.channels_view(x)
     if xv is not None:
         return _batch_normalization_jit(x, xv, scale, b, input_mean, input_var, epsilon,
@@ -116,7 +123,9 @@ def _batch_normalization_jit(x, xv, scale, b, input_mean, input_var, epsilon, mo
     a = scale.reshape(-1).astype(np.float64) / np.sqrt(var + epsilon)
     shift = b.reshape(-1).astype(np.float64) - mean * a
     y = np.empty(x.shape, x.dtype)
-    normalization_jit.scale_shift(xv, a.astype(x.dtype), shift.astype(x.dtype), y.reshape(xv.shape))
+    normalization_jit.scale_shift(
+        xv, a.astype(x.dtype), shift.astype(x.dtype), False, y.reshape(xv.shape)
+    )
     if not training_mode:
         return y, input_mean, input_var
     running_mean = input_mean * momentum + mean.reshape(input_mean.shape) * (1 - momentum)

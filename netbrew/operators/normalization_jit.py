@@ -67,14 +67,16 @@ def batch_stats(x, mean, var):
 
 
 @jit.kernel
-def scale_shift(x, a, b, y):
-    """y[n, c, s] = x[n, c, s] * a[c] + b[c] (a, b in x's dtype)."""
+def scale_shift(x, a, b, relu, y):
+    """y[n, c, s] = x[n, c, s] * a[c] + b[c] (a, b in x's dtype), then max(., 0) if `relu`
+    (a NaN stays NaN, as through Relu)."""
     batch, channels, size = x.shape
     for p in jit.prange(batch * channels):
         n, c = p // channels, p % channels
         ac, bc = a[c], b[c]
         for s in range(size):
-            y[n, c, s] = x[n, c, s] * ac + bc
+            v = x[n, c, s] * ac + bc
+            y[n, c, s] = 0.0 if relu and v < 0 else v
 
 
 @jit.kernel

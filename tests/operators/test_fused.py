@@ -148,3 +148,40 @@ def test_fused_conv_exports_the_unfused_nodes(inputs, activation, kinds):
     for node in nodes:
         onnx.checker.check_node(node)
     assert callable(GRADIENTS["FusedConv"])
+
+
+def _bn_inputs(dtype, nan=False):
+    x = rand(2, 5, 4, 3, seed=11).astype(dtype)
+    if nan:
+        x[1, 2, 0, 1] = np.nan
+    params = [rand(5, seed=s).astype(dtype) for s in (12, 13, 14)]
+    var = (np.abs(rand(5, seed=15)) + 0.5).astype(dtype)
+    return [x, *params, var]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("jit_on", [True, False])
+def test_batch_norm_relu_equals_bn_then_relu(dtype, jit_on):
+    """The inference BN with its Relu in one numba pass (JIT on) or BN's kernel then Relu
+    (JIT off); a NaN stays NaN, as through Relu."""
+    inputs = _bn_inputs(dtype, nan=True)
+    (before,) = run_op("BatchNormalization", inputs, epsilon=1e-3)
+    assert (before < 0).any() and np.isnan(before).sum() == 1
+    with contextlib.nullcontext() if jit_on else jit.disabled():
+        (got,) = run_op("BatchNormalizationRelu", inputs, epsilon=1e-3)
+    assert got.dtype == dtype and got.shape == before.shape
+    np.testing.assert_allclose(got, np.maximum(before, 0), rtol=1e-6, atol=1e-6)
+    assert np.isnan(got[1, 2, 0, 1])
+
+
+def test_batch_norm_relu_has_a_gradient_and_exports_split():
+    assert callable(GRADIENTS["BatchNormalizationRelu"])  # central differences: test_fused_grad
+    from netbrew.netdef import op_def
+
+    op = op_def("BatchNormalizationRelu", ["x", "s", "b", "m", "v"], ["y"], epsilon=1e-3)
+    nodes = CONVERTERS["BatchNormalizationRelu"](op).nodes
+    assert [n.op_type for n in nodes] == ["BatchNormalization", "Relu"]
+    assert list(nodes[0].input) == ["x", "s", "b", "m", "v"] and nodes[1].output == ["y"]
+    assert nodes[0].output == nodes[1].input
+    for node in nodes:
+        onnx.checker.check_node(node)

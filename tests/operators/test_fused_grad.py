@@ -434,3 +434,14 @@ def test_optimized_cnn_has_the_unoptimized_gradients(spy):
         np.testing.assert_allclose(
             got[name], value, rtol=1e-4, atol=1e-4 * scale, err_msg=f"gradient of {name}"
         )
+
+
+@pytest.mark.parametrize("x_shape", [(2, 3, 4, 5), (3, 4)])
+def test_batch_norm_relu_gradient(x_shape):
+    """Inference BN + Relu: the gradient of the unfused pair, in X, scale and B."""
+    c = x_shape[1]
+    inputs = [rand(*x_shape, seed=1), rand(c, seed=2), rand(c, seed=3), rand(c, seed=4)]
+    inputs.append(np.abs(rand(c, seed=5)) + 0.5)
+    (y,) = run_op("BatchNormalization", inputs)
+    assert (y < 0).any() and (y > 0).any()  # the Relu masks some of the gradient
+    check_gradient("BatchNormalizationRelu", inputs, eps=EPS, max_points=30, wrt=[0, 1, 2])

@@ -1,8 +1,8 @@
-"""ONNX export of the fused ops: ConvRelu, GemmRelu and FCRelu become the base op then a
-Relu; ConvWinograd(Relu) a Conv (then a Relu) on the original weights; ConvShuffle the
-Conv, Relu, Reshape, Transpose and Reshape it folded; FusedElementwise
-becomes the nodes of its steps; MatMulBias a MatMul, Add (and Gelu); SkipLayerNormalization
-an Add then a LayerNormalization.
+"""ONNX export of the fused ops: ConvRelu, GemmRelu, FCRelu and BatchNormalizationRelu
+become the base op then a Relu; ConvWinograd(Relu) a Conv (then a Relu) on the original
+weights; ConvShuffle the Conv, Relu, Reshape, Transpose and Reshape it folded;
+FusedElementwise becomes the nodes of its steps; MatMulBias a MatMul, Add (and Gelu);
+SkipLayerNormalization an Add then a LayerNormalization.
 
 Imported at the end of netbrew.converters.onnx.to_onnx (netbrew.operators.fused cannot
 import the converter registry itself without an import cycle).
@@ -47,6 +47,13 @@ def conv_relu_to_onnx(op: OperatorDef) -> Converted:
     """ConvRelu(X, W, B) -> Relu(Conv(X, W, B))."""
     base, pre = _pre_relu(op)
     return Converted([_node("Conv", op, base.input, pre), _relu(op, pre)])
+
+
+@to_onnx("BatchNormalizationRelu")
+def batch_normalization_relu_to_onnx(op: OperatorDef) -> Converted:
+    """BatchNormalizationRelu(X, scale, B, mean, var) -> Relu(BatchNormalization(...))."""
+    base, pre = _pre_relu(op)
+    return Converted([_node("BatchNormalization", op, base.input, pre), _relu(op, pre)])
 
 
 @to_onnx("ConvWinograd")

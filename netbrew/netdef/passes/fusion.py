@@ -11,7 +11,8 @@ from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
 
 
 def fuse_activation(net: NetDef) -> NetDef:
-    """Rewrites `y = Conv(x, w, b); z = Relu(y)` as `z = ConvRelu(x, w, b)` (Gemm, FC too).
+    """Rewrites `y = Conv(x, w, b); z = Relu(y)` as `z = ConvRelu(x, w, b)` (Gemm, FC and an
+    inference BatchNormalization with one output too).
 
     The pair fuses when the Relu is the only reader of the base op's output, that output
     is not a net output, and no op between them touches the Relu's output name. The fused
@@ -32,6 +33,10 @@ def fuse_activation(net: NetDef) -> NetDef:
     for i, op in enumerate(net.op):
         if op.type not in FUSED_RELU or op.device_option.device_type != 0:  # CPU kernels only
             continue
+        if op.type == "BatchNormalization" and (
+            any(op.output[1:]) or args_dict(op.arg).get("training_mode", 0)
+        ):
+            continue  # a training BN's statistics outputs
         j = sole_reader(net, used, live_out, i)
         if j is None:
             continue

@@ -19,6 +19,7 @@ import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
 from netbrew.operators.cuda.elementwise_binary import sum_to_shape
+from netbrew.operators.cuda.gemm import relu_
 from netbrew.operators.cuda.launch import broadcast_meta, empty, grid, suffix
 from netbrew.operators.cuda.reduce import (
     FLOATS,
@@ -28,7 +29,7 @@ from netbrew.operators.cuda.reduce import (
     fn,
     reduce_values,
 )
-from netbrew.operators.normalization import _STASH_TYPES, _check_unidirectional
+from netbrew.operators.normalization import _STASH_TYPES, _check_unidirectional, check_params
 from netbrew.operators.normalization_extra import channel_params, check_groups, stash_dtype
 from netbrew.operators.schema import kernel as register
 
@@ -275,16 +276,8 @@ def _channels(x) -> tuple[int, int, int]:
 def batch_normalization_cuda(x, scale, b, input_mean, input_var, *, epsilon, momentum,
                              training_mode):  # fmt: skip
     op = "BatchNormalization"
-    if not x.shape:
-        raise ShapeError(f"{op}: input X is a scalar, expected (N, C, D1, ...)")
+    check_params(x, scale, b, input_mean, input_var)
     n, c, inner = _channels(x)
-    params = {"scale": scale, "B": b, "input_mean": input_mean, "input_var": input_var}
-    for name, p in params.items():
-        if p.size != c:
-            raise ShapeError(
-                f"{op}: input {name} has shape {list(p.shape)}, expected ({c},): "
-                f"one value per channel of X {list(x.shape)}"
-            )
     tag = suffix(x.dtype, op, FLOATS)
     acc = acc_dtype(x.dtype)
     if training_mode:
@@ -313,6 +306,13 @@ def _running(op: str, stat, batch, momentum: float):
             np.float64(momentum), np.float64(1 - momentum), **grid(stat.size),
         )  # fmt: skip
     return cast(out, stat.dtype, op, stat.shape)
+
+
+@register("BatchNormalizationRelu", device="cuda")
+def batch_normalization_relu_cuda(*arrays, **attrs):
+    """BatchNormalization, then Relu on its output in place (as ConvRelu on the GPU)."""
+    out = batch_normalization_cuda(*arrays, **attrs)
+    return (relu_(out[0]), *out[1:])
 
 
 @register("BatchNormalizationGradient", device="cuda")

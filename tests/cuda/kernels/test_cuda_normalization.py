@@ -46,6 +46,12 @@ def test_batch_normalization(shape, training):
                  epsilon=1e-3, momentum=0.8, **TOL[np.float32])  # fmt: skip
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_batch_normalization_relu(dtype):
+    inputs = [x_of((2, 5, 7, 9), dtype)] + channel_params(5, dtype)
+    check_device("BatchNormalizationRelu", inputs, epsilon=1e-3, **TOL[dtype])
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
 @pytest.mark.parametrize("training", [0, 1])
 def test_batch_normalization_dtypes(dtype, training):

@@ -211,3 +211,24 @@ def test_stem_conv_stays_c_ordered_for_other_readers_and_winograd():
     assert fuse_conv_epilogue(fuse_activation(net), feeds).op[0].type == "ConvRelu"
     net, feeds = _pooled_stem([2, 2], [pool, op_def("Sigmoid", ["r"], ["s"])])
     assert fuse_conv_epilogue(fuse_activation(net), feeds).op[0].type == "ConvRelu"
+
+
+def test_inference_batch_norm_fuses_with_relu_and_a_training_one_does_not():
+    rng = np.random.default_rng(0)
+    params = {n: rng.uniform(0.5, 1.5, 3).astype(np.float32) for n in ("s", "b", "m", "v")}
+    net = NetDef(name="n", external_input=["x", *params], external_output=["y", "z"])
+    net.op.extend(
+        [
+            op_def("BatchNormalization", ["x", "s", "b", "m", "v"], ["h"]),
+            op_def("Relu", ["h"], ["y"]),
+            op_def(
+                "BatchNormalization", ["x", "s", "b", "m", "v"], ["t", "rm", "rv"], training_mode=1
+            ),  # fmt: skip
+            op_def("Relu", ["t"], ["z"]),
+        ]
+    )
+    out = fuse_activation(net)
+    assert [op.type for op in out.op] == ["BatchNormalizationRelu", "BatchNormalization", "Relu"]
+    assert list(out.op[0].output) == ["y"]
+    feeds = {"x": rng.normal(size=(2, 3, 4, 4)).astype(np.float32), **params}
+    assert_same(net, out, feeds)
