@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import numpy as np
+
 from netbrew import jit
 
 MIN_WORK = 1 << 23
@@ -94,6 +96,17 @@ def run(task: Callable[[slice], object], batch: int, parts: int) -> list:
         return [first] + [f.result() for f in futures]
     finally:
         _leave()
+
+
+def run_into(out: np.ndarray, task: Callable[[slice], np.ndarray], parts: int) -> np.ndarray:
+    """out[s] = task(s) for `parts` slices s of out's first axis, as `run` runs them (each
+    part copies its own result in); returns out."""
+
+    def part(s: slice) -> None:
+        out[s] = task(s)
+
+    run(part, out.shape[0], parts)
+    return out
 
 
 def _part(task: Callable[[slice], object], s: slice, jit_disabled: bool) -> object:

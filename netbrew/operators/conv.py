@@ -169,12 +169,7 @@ def correlate(
     if parts == 1:
         return correlate_images(x, w, win, group, bias)
     y = np.empty((batch, w.shape[0], *win.out), x.dtype)
-
-    def part(s: slice) -> None:
-        y[s] = correlate_images(x[s], w, win, group, bias)
-
-    batch_split.run(part, batch, parts)
-    return y
+    return batch_split.run_into(y, lambda s: correlate_images(x[s], w, win, group, bias), parts)
 
 
 def macs(batch: int, weights: int, win: Window) -> int:
@@ -254,12 +249,9 @@ def scatter(
     if parts == 1:
         return scatter_images(dy, w, win, group, out_shape)
     dx = np.empty((batch, w.shape[1] * group, *out_shape), dy.dtype)
-
-    def part(s: slice) -> None:
-        dx[s] = scatter_images(dy[s], w, win, group, out_shape)
-
-    batch_split.run(part, batch, parts)
-    return dx
+    return batch_split.run_into(
+        dx, lambda s: scatter_images(dy[s], w, win, group, out_shape), parts
+    )
 
 
 def scatter_images(
