@@ -77,25 +77,22 @@ def _declare(base: str, fused: str) -> None:
 
 
 def batch_normalization_relu_cpu(
-    x: np.ndarray, scale, b, input_mean, input_var, **attrs: Any
+    x: np.ndarray, scale, b, input_mean, input_var, *, epsilon, momentum, training_mode
 ) -> tuple[np.ndarray, ...]:
-    """Inference BatchNormalization with its Relu in the same numba pass (Y = max(X * a + t,
-    0) per channel) where the JIT takes X; else BatchNormalization's kernel, then Relu in
-    place. (DenseNet-121's dense layers, BN then Relu on their Concat.)"""
+    """BatchNormalization with its Relu in the same numba pass (Y = max(X * a + t, 0) per
+    channel) where the JIT takes X; else BatchNormalization's kernel, then Relu in place.
+    (DenseNet-121's dense layers, BN then Relu on their Concat.)"""
     xv = normalization_jit.channels_view(x)
-    if attrs.get("training_mode") or xv is None:
-        out = get_kernel("BatchNormalization")(x, scale, b, input_mean, input_var, **attrs)
+    if xv is None:
+        out = get_kernel("BatchNormalization")(
+            x, scale, b, input_mean, input_var,
+            epsilon=epsilon, momentum=momentum, training_mode=training_mode,
+        )  # fmt: skip
         return (relu_in_place(out[0]), *out[1:])
     normalization.check_params(x, scale, b, input_mean, input_var)
-    a = scale.reshape(-1).astype(np.float64) / np.sqrt(
-        input_var.reshape(-1).astype(np.float64) + attrs["epsilon"]
+    return normalization.batch_normalization_jit(
+        x, xv, scale, b, input_mean, input_var, epsilon, momentum, training_mode, relu=True
     )
-    shift = b.reshape(-1).astype(np.float64) - input_mean.reshape(-1).astype(np.float64) * a
-    y = np.empty(x.shape, x.dtype)
-    normalization_jit.scale_shift(
-        xv, a.astype(x.dtype), shift.astype(x.dtype), True, y.reshape(xv.shape)
-    )
-    return y, input_mean, input_var
 
 
 for _base, _fused in FUSED_RELU.items():

@@ -91,7 +91,7 @@ def batch_normalization_cpu(
     c = check_params(x, scale, b, input_mean, input_var)
     xv = normalization_jit.channels_view(x)
     if xv is not None:
-        return _batch_normalization_jit(x, xv, scale, b, input_mean, input_var, epsilon,
+        return batch_normalization_jit(x, xv, scale, b, input_mean, input_var, epsilon,
                                         momentum, training_mode)  # fmt: skip
     acc = _acc_dtype(x.dtype)
     pshape = (c,) + (1,) * max(x.ndim - 2, 0)
@@ -115,16 +115,17 @@ def batch_normalization_cpu(
     )
 
 
-def _batch_normalization_jit(x, xv, scale, b, input_mean, input_var, epsilon, momentum,
-                             training_mode):  # fmt: skip
+def batch_normalization_jit(x, xv, scale, b, input_mean, input_var, epsilon, momentum,
+                            training_mode, relu: bool = False):  # fmt: skip
     """The numba path of `batch_normalization_cpu`: statistics in float64 (one pass), then
-    Y = X * a + (B - mean * a) in one pass. xv is X viewed as (N, C, S)."""
+    Y = X * a + (B - mean * a) in one pass, with Relu in that pass if `relu`
+    (BatchNormalizationRelu). xv is X viewed as (N, C, S)."""
     mean, var = normalization_jit.channel_stats(xv, input_mean, input_var, bool(training_mode))
     a = scale.reshape(-1).astype(np.float64) / np.sqrt(var + epsilon)
     shift = b.reshape(-1).astype(np.float64) - mean * a
     y = np.empty(x.shape, x.dtype)
     normalization_jit.scale_shift(
-        xv, a.astype(x.dtype), shift.astype(x.dtype), False, y.reshape(xv.shape)
+        xv, a.astype(x.dtype), shift.astype(x.dtype), relu, y.reshape(xv.shape)
     )
     if not training_mode:
         return y, input_mean, input_var
