@@ -103,14 +103,25 @@ def training_model(name: str, widths: Sequence[int] = WIDTHS) -> ModelHelper:
     return model
 
 
-def netbrew_step(name: str, x: np.ndarray, y: np.ndarray, widths=WIDTHS) -> Callable[[], float]:
-    """A function that runs one training step of `name` and returns its loss."""
+def netbrew_workspace(
+    name: str, x: np.ndarray, y: np.ndarray, widths=WIDTHS, net_type: str | None = None
+) -> tuple[ModelHelper, Workspace]:
+    """`name`'s training model and a Workspace holding its initialized parameters, the batch
+    (x, y) and its training net, created as a `net_type` net if given (dag: 2 workers)."""
     model = training_model(name, widths)
+    if net_type:
+        model.net.set_type(net_type, num_workers=2 if net_type == "dag" else None)
     ws = Workspace()
     ws.run_net_once(model.param_init_net)
     ws.feed_blob("data", x)
     ws.feed_blob("label", y)
     ws.create_net(model.net)
+    return model, ws
+
+
+def netbrew_step(name: str, x: np.ndarray, y: np.ndarray, widths=WIDTHS) -> Callable[[], float]:
+    """A function that runs one training step of `name` and returns its loss."""
+    model, ws = netbrew_workspace(name, x, y, widths)
 
     def step() -> float:
         ws.run_net(model.net.name)

@@ -64,13 +64,7 @@ def test_split_batches_train_the_same_weights(train_step, monkeypatch, net_type)
     weights = []
     for least in (1 << 60, 1):
         monkeypatch.setattr(batch_split, "MIN_WORK", least)
-        model = train_step.training_model("resnet18", (4, 8, 16, 32))
-        model.net.set_type(net_type, num_workers=2 if net_type == "dag" else None)
-        ws = Workspace()
-        ws.run_net_once(model.param_init_net)
-        ws.feed_blob("data", x)
-        ws.feed_blob("label", y)
-        ws.create_net(model.net)
+        model, ws = train_step.netbrew_workspace("resnet18", x, y, (4, 8, 16, 32), net_type)
         for _ in range(3):
             ws.run_net(model.net.name)
         weights.append({str(p): ws.fetch_blob(str(p)) for p in model.get_trainable_params()})
