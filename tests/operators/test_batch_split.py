@@ -134,7 +134,7 @@ def _double(x):
 class _recording:
     def __init__(self, dispatcher, calls, name):
         self.dispatcher, self.calls, self.name = dispatcher, calls, name
-        self.signatures = dispatcher.signatures
+        self.overloads = dispatcher.overloads
 
     def __call__(self, *args):
         self.calls.append(self.name)
