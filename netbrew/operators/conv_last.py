@@ -205,7 +205,7 @@ def pointwise(
         return _pointwise_nchw(x, w, win, bias, residual, clamp)
     y = np.empty((batch, *win.out, w.shape[0]), x.dtype)
     pointwise_rows(x, w, win, group, y.reshape(batch * win.out[0] * win.out[1], -1))
-    return _finish(y, bias, residual, clamp)
+    return finish(y, bias, residual, clamp)
 
 
 NCHW_MAX_PIXELS = 196
@@ -261,10 +261,10 @@ def columns(
     for n in range(batch):
         cols = im2col(x[n : n + 1], win, 1)  # (1, 1, C * kh * kw, Ho * Wo), scratch
         np.matmul(cols[0, 0].T, w_t, out=flat[n])
-    return _finish(y, bias, None, clamp)
+    return finish(y, bias, None, clamp)
 
 
-def _finish(
+def finish(
     y: np.ndarray,
     bias: np.ndarray | None,
     residual: np.ndarray | None,

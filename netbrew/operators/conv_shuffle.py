@@ -15,6 +15,7 @@ export writes the original nodes back (netbrew.converters.onnx.fused_to_onnx).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -48,7 +49,13 @@ schema(
 def shuffle_groups(out_shape: Sequence[int], grouped_shape: Sequence[int], shape: Sequence[int]):
     """G when Reshape(grouped_shape), the swap of axes 1 and 2 and Reshape(shape) shuffle the
     channels of a conv output of `out_shape` (N, M, *S) in G groups and give back
-    `out_shape`; else None. Raises ShapeError where either Reshape would."""
+    `out_shape`; else None. Raises ShapeError where either Reshape would. (Remembered per
+    shapes: a net asks the same question at every run.)"""
+    return _shuffle_groups(tuple(out_shape), tuple(grouped_shape), tuple(shape))
+
+
+@functools.lru_cache(maxsize=256)
+def _shuffle_groups(out_shape: tuple, grouped_shape: tuple, shape: tuple):
     grouped = reshape_dims(out_shape, grouped_shape)
     batch, channels, *spatial = out_shape
     swapped = [grouped[0], *grouped[2:3], *grouped[1:2], *grouped[3:]]

@@ -28,7 +28,8 @@ from netbrew.operators import (  # noqa: F401  (the base ops first)
     normalization,
     normalization_jit,
 )
-from netbrew.operators.conv_last import columns, pointwise, use_pointwise
+from netbrew.operators.conv_last import channels_last, columns, pointwise, use_pointwise
+from netbrew.operators.conv_last import finish as finish_last
 from netbrew.operators.conv_numba import direct_correlate, epilogue, use_direct
 from netbrew.operators.schema import get_kernel, get_schema, kernel, schema
 from netbrew.operators.window import make_window
@@ -73,7 +74,22 @@ def _declare(base: str, fused: str) -> None:
 
     fused_cpu.__name__ = fused_cpu.__qualname__ = f"{fused.lower()}_cpu"
     fused_cpu.__doc__ = f"{base} kernel, then Relu on its output in place."
-    kernel(fused)(batch_normalization_relu_cpu if base == "BatchNormalization" else fused_cpu)
+    own = {"BatchNormalization": batch_normalization_relu_cpu, "Conv": conv_relu_cpu}
+    kernel(fused)(own.get(base, fused_cpu))
+
+
+def conv_relu_cpu(x: np.ndarray, w: np.ndarray, b=None, **conv_attrs: Any) -> tuple[np.ndarray]:
+    """Conv with its bias and Relu in one numba pass after the GEMM (FusedConv's path with
+    activation Relu) where the JIT takes X; else Conv's kernel, then Relu in place. (The
+    bias added by Conv's kernel, then Relu, were two passes over the output: in-process
+    A/B, squeezenet and inception_v1 0.97x the time.)"""
+    clamp = _clamp("Relu", None, None, x.dtype)
+    if clamp is not None:
+        y = _fused(x, w, b, None, clamp, conv_attrs, False, keep_layout=True)
+        if y is not None:
+            return (y,)
+    (y,) = conv.conv_cpu(x, w, b, **conv_attrs)
+    return (relu_in_place(y),)
 
 
 def batch_normalization_relu_cpu(
@@ -174,10 +190,14 @@ def _clamp(activation: str, low, high, dtype) -> tuple[float, float] | None:
     return bounds[0], bounds[1]
 
 
-def _fused(x, w, b, z, clamp, attrs: dict, last: bool) -> np.ndarray | None:
+def _fused(
+    x, w, b, z, clamp, attrs: dict, last: bool, keep_layout: bool = False
+) -> np.ndarray | None:
     """The conv with the epilogue fused in, or None where Z does not have the conv output's
     shape and dtype (broadcasting or a mismatch the Add kernel handles or reports); `last`:
-    an ungrouped 2-D conv without Z may answer channels-last (conv_last.columns)."""
+    an ungrouped 2-D conv without Z may answer channels-last (conv_last.columns);
+    `keep_layout`: a conv without Z that answers channels-last (conv_hwc) is finished in
+    that layout, not copied to C order first."""
     group = attrs.get("group", 1)
     conv.check_conv_operands(x, w, b, group, attrs.get("kernel_shape"), transposed=False)
     win = make_window(
@@ -192,5 +212,7 @@ def _fused(x, w, b, z, clamp, attrs: dict, last: bool) -> np.ndarray | None:
         return pointwise(x, w, win, b, z, clamp, group)
     if last and z is None and group == 1 and len(win.kernel) == 2:
         return columns(x, w, win, b, clamp)
-    y = np.ascontiguousarray(conv.correlate(x, w, win, group))
-    return epilogue(y, b, z, clamp)
+    y = conv.correlate(x, w, win, group)
+    if keep_layout and z is None and y.ndim == 4 and channels_last(y):
+        return finish_last(y.transpose(0, 2, 3, 1), b, None, clamp)
+    return epilogue(np.ascontiguousarray(y), b, z, clamp)

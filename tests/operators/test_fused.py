@@ -37,11 +37,23 @@ CASES = [
 ]
 
 
+CASES.append(  # squeezenet's expand conv: im2col, then the bias and Relu in one pass
+    (
+        "ConvRelu",
+        "Conv",
+        [rand(1, 16, 13, 13, seed=4), rand(32, 16, 3, 3, seed=5), rand(32, seed=6)],
+        {"pads": [1, 1, 1, 1]},
+    )
+)
+
+
+@pytest.mark.parametrize("jit_on", [True, False])
 @pytest.mark.parametrize("fused, base, inputs, attrs", CASES)
-def test_fused_equals_base_then_relu(fused, base, inputs, attrs):
+def test_fused_equals_base_then_relu(fused, base, inputs, attrs, jit_on):
     (before,) = run_op(base, inputs, **attrs)
     assert (before < 0).any()  # the Relu has something to do
-    check_op(fused, inputs, reference=lambda *a: (np.maximum(before, 0),), **attrs)
+    with contextlib.nullcontext() if jit_on else jit.disabled():
+        check_op(fused, inputs, reference=lambda *a: (np.maximum(before, 0),), **attrs)
 
 
 @pytest.mark.parametrize("fused", ["ConvRelu", "GemmRelu", "FCRelu"])
