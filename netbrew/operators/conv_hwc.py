@@ -28,26 +28,42 @@ from netbrew.operators.window import Window, scratch
 from netbrew.operators.winograd_tiles import padded_channels_last
 from netbrew.operators.zeros import relu as relu_into
 
-MIN_CHANNELS = 64
+MIN_CHANNELS = 16
 """Narrower inputs make runs of 3 * C values too short to beat NCHW im2col."""
-MIN_POSITIONS = 196
-"""Outputs with fewer pixels than this (7x7) stay on im2col: the GEMM runs slower."""
+MIN_POSITIONS = 169
+"""Outputs with fewer pixels than this (13x13) stay on im2col: the GEMM runs slower (at 7x7
+1.1x)."""
 MAX_PIXELS = 784
-"""Inputs with more pixels than this (28x28) stay on im2col: copying an NCHW input
-channels-last costs more than the short runs save (ResNet-50's 56x56 stride-2 conv)."""
+"""Inputs of strided convs with more pixels than this (28x28) stay on im2col: copying an
+NCHW input channels-last costs more than the short runs save (ResNet-50's 56x56 stride-2
+conv, 1.1x)."""
+MAX_PIXELS_STRIDE_1 = 3136
+"""...and of stride-1 convs, more than this (56x56). (squeezenet's expand convs, of the
+channels-last output of a 1x1 conv, op by op against the im2col path, weights laid out
+beforehand: 16 -> 64 channels at 55x55 0.93x, 32 -> 128 at 27x27 0.85x, 48 -> 192 and
+64 -> 256 at 13x13 0.65x and 0.71x.)"""
 
 
 def use_hwc(
-    channels: int, out_channels: int, in_shape: tuple[int, ...], out_shape: tuple[int, ...]
+    channels: int,
+    out_channels: int,
+    in_shape: tuple[int, ...],
+    out_shape: tuple[int, ...],
+    strides: tuple[int, ...] = (1, 1),
 ) -> bool:
     """Whether the channels-last path pays for a 3x3 conv with C -> M channels on an
-    (H, W) image giving an (Ho, Wo) output."""
+    (H, W) image giving an (Ho, Wo) output at `strides`."""
+    most = MAX_PIXELS_STRIDE_1 if tuple(strides) == (1, 1) else MAX_PIXELS
     return (
         min(channels, out_channels) >= MIN_CHANNELS
-        and in_shape[0] * in_shape[1] <= MAX_PIXELS
+        and in_shape[0] * in_shape[1] <= most
         and out_shape[0] * out_shape[1] >= MIN_POSITIONS
     )
 
+
+LAST_MIN_CHANNELS = 64
+"""Channels on each side below which a conv met channels-last at run time (no laid-out
+weights from the pass) keeps im2col."""
 
 MAX_WEIGHT_BYTES = 1 << 20
 """Weights above this size are not laid out per call (`use_hwc_last`): the copy costs more
@@ -57,7 +73,7 @@ than the channels-last columns save (512x512 3x3: 4.6 ms)."""
 def use_hwc_last(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> bool:
     """Whether a conv of a channels-last x (a view handed on by a channels-last conv) takes
     `hwc_correlate` with its weights laid out on the spot: ungrouped, 2-D, undilated, not
-    1x1, pads >= 0, at least MIN_CHANNELS on each side and weights of at most
+    1x1, pads >= 0, at least LAST_MIN_CHANNELS on each side and weights of at most
     MAX_WEIGHT_BYTES. The columns then copy runs of 3 * C values straight from x's memory,
     where NCHW im2col gathers across it. (Op by op, 2 threads, the transform included:
     ResNet-50's 128-channel 56x56 stride-2 conv 1.56 against 2.06 ms.)"""
@@ -67,7 +83,7 @@ def use_hwc_last(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> bool:
         and win.kernel != (1, 1)
         and win.dilations == (1, 1)
         and min(win.begin) >= 0
-        and min(w.shape[:2]) >= MIN_CHANNELS
+        and min(w.shape[:2]) >= LAST_MIN_CHANNELS
         and w.nbytes <= MAX_WEIGHT_BYTES
         and channels_last(x)
     )

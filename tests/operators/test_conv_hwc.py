@@ -58,10 +58,13 @@ def test_weight_layout_and_stale_check():
 
 def test_use_hwc_rule():
     assert ch.use_hwc(256, 256, (14, 14), (14, 14))  # ResNet-50's 14x14 convs
-    assert ch.use_hwc(256, 256, (28, 28), (14, 14))  # its 28x28 stride-2 conv
-    assert not ch.use_hwc(128, 128, (56, 56), (28, 28))  # a big NCHW input to copy
+    assert ch.use_hwc(256, 256, (28, 28), (14, 14), (2, 2))  # its 28x28 stride-2 conv
+    assert not ch.use_hwc(128, 128, (56, 56), (28, 28), (2, 2))  # a big NCHW input to copy
     assert not ch.use_hwc(512, 512, (7, 7), (7, 7))  # 7x7: the GEMM runs slower
-    assert not ch.use_hwc(32, 256, (14, 14), (14, 14))  # runs of 3 * 32 values: too short
+    assert ch.use_hwc(16, 64, (55, 55), (55, 55))  # squeezenet's expand convs
+    assert ch.use_hwc(64, 256, (13, 13), (13, 13))
+    assert not ch.use_hwc(8, 256, (14, 14), (14, 14))  # runs of 3 * 8 values: too short
+    assert not ch.use_hwc(64, 64, (112, 112), (112, 112))  # stride 1, but 112x112
 
 
 @pytest.mark.parametrize("op_type", ["ConvWinograd", "ConvWinogradRelu"])

@@ -242,6 +242,7 @@ def test_onnx_backend_runs_f4_where_it_pays():
     [
         ((28, 28), 2, "Conv", "hwc"),  # ResNet-50's strided 3x3: the channels-last im2col
         ((28, 28), 2, "ConvRelu", "hwc"),
+        ((28, 28), 2, "Concat", "hwc"),  # a Concat copies its inputs in any layout
         ((28, 28), 2, "Relu", ""),  # a non-conv reader would get channels-last input
         ((28, 28), 2, "output", ""),  # so would the caller
         ((14, 14), 2, "Conv", ""),  # a 7x7 output: too small to pay
@@ -261,7 +262,10 @@ def test_channels_last_im2col_only_where_convs_read_the_output(size, strides, re
     else:
         params["w2"] = (rng.normal(size=(64, 64, 1, 1)) / 8).astype(np.float32)
         net.external_input.append("w2")
-        net.op.append(op_def(reader, ["c", "w2"] if "Conv" in reader else ["c"], ["y"]))
+        if reader == "Concat":
+            net.op.append(op_def(reader, ["c", "c"], ["y"], axis=1))
+        else:
+            net.op.append(op_def(reader, ["c", "w2"] if "Conv" in reader else ["c"], ["y"]))
     out, new_params = winograd_convs(net, params)
     assert (out.op[0].type == "ConvWinograd") is bool(kind)
     assert ("w__hwc" in new_params) is (kind == "hwc")
@@ -270,3 +274,31 @@ def test_channels_last_im2col_only_where_convs_read_the_output(size, strides, re
         np.testing.assert_array_equal(new_params["w__hwc"], hwc_weights(params["w"]))
         feeds = {"x": rng.normal(size=(1, 64, *size)).astype(np.float32)}
         assert_same(net, out, {**feeds, **new_params}, atol=1e-4)
+
+
+def test_squeezenet_expand_conv_takes_the_channels_last_im2col():
+    """A stride-1 16 -> 64 channel 3x3 conv at 55x55 whose output a Concat reads (a fire
+    module's expand3x3) gets the laid-out weights; the net's output is unchanged."""
+    from netbrew.operators.conv_hwc import hwc_weights
+
+    net, params = _one_conv((55, 55), channels=16)
+    rng = np.random.default_rng(4)
+    params = {"w": (rng.normal(size=(64, 16, 3, 3)) / 12).astype(np.float32)}
+    net.op[0].output[0] = "c"
+    net.op.append(op_def("Concat", ["c", "c"], ["y"], axis=1))
+    out, new_params = winograd_convs(net, params)
+    assert out.op[0].type == "ConvWinograd"
+    np.testing.assert_array_equal(new_params["w__hwc"], hwc_weights(params["w"]))
+    feeds = {"x": rng.normal(size=(1, 16, 55, 55)).astype(np.float32)}
+    assert_same(net, out, {**feeds, **new_params}, atol=1e-4)
+
+
+def test_narrowing_conv_keeps_kn2row():
+    """DenseNet's 128 -> 32 channel 3x3 convs, read by a Concat, stay on conv_shift's
+    kn2row: no laid-out weights."""
+    net, _ = _one_conv((14, 14), channels=128)
+    params = {"w": np.ones((32, 128, 3, 3), np.float32)}
+    net.op[0].output[0] = "c"
+    net.op.append(op_def("Concat", ["c", "c"], ["y"], axis=1))
+    out, new_params = winograd_convs(net, params)
+    assert out.op[0].type == "Conv" and "w__hwc" not in new_params
