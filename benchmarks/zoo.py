@@ -16,9 +16,13 @@ netbrew/ORT and ReferenceEvaluator/netbrew ratios, and writes benchmarks/RESULTS
 
 The timed runs of netbrew and onnxruntime are taken in alternating rounds (a fresh process
 per runtime and round, each warmed up alike), so that a slow spell of a shared machine
-falls on both rather than on whichever happened to run then.
+falls on both rather than on whichever happened to run then; each round's netbrew/ORT
+ratio is also taken on its own, and their median reported ('median of rounds'). On this
+2-core VM netbrew's processes sometimes run 1.3x slower for tens of seconds while
+onnxruntime's barely move (ResNet-50: 55 or 72 ms per process, onnxruntime 38-42 ms),
+which five rounds outvote better than three.
 
-    python benchmarks/zoo.py [--threads 2] [--reps 30] [--rounds 3] [--skip-reference]
+    python benchmarks/zoo.py [--threads 2] [--reps 50] [--rounds 5] [--skip-reference]
         [--models resnet50 mobilenetv2 bert_layer ...] [--entry predictor backend]
         [--cache ~/.cache/netbrew/zoo]
 """
@@ -58,9 +62,9 @@ NOTES = {
 def parse(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--reps", type=int, default=30, help="timed runs per runtime and model")
+    parser.add_argument("--reps", type=int, default=50, help="timed runs per runtime and model")
     parser.add_argument(
-        "--rounds", type=int, default=3, help="alternating rounds the timed runs are split into"
+        "--rounds", type=int, default=5, help="alternating rounds the timed runs are split into"
     )
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--skip-reference", action="store_true")
@@ -212,10 +216,11 @@ def measure_rounds(ctx, runtimes, name: str, path: str, args) -> dict:
             print(f"  failed: {error}", file=sys.stderr)
         elif times:
             print(f"  median {fmt_ms(statistics.median(times))} ms", file=sys.stderr)
-        seen = got.setdefault(runtime, [[], None, 0.0, None])
+        seen = got.setdefault(runtime, [[], None, 0.0, None, []])
         seen[0] += times
         seen[1] = outputs if seen[1] is None else seen[1]  # the first round that ran
         seen[2], seen[3] = max(seen[2], rss), seen[3] or error
+        seen[4].append(statistics.median(times) if times else None)
     return {
         r: (
             statistics.median(times) if times else None,
@@ -223,9 +228,21 @@ def measure_rounds(ctx, runtimes, name: str, path: str, args) -> dict:
             rss,
             error,
             min(times) if times else None,
+            per_round,
         )
-        for r, (times, outputs, rss, error) in got.items()
+        for r, (times, outputs, rss, error, per_round) in got.items()
     }
+
+
+def paired_ratio(rounds: list, ort_rounds: list) -> float | None:
+    """The median over rounds of a runtime's round median divided by onnxruntime's in the
+    same round: each ratio compares processes that ran seconds apart, so a slow spell of the
+    machine that spans one round moves both sides of that round's ratio. None if a round
+    failed."""
+    pairs = [(a, b) for a, b in zip(rounds, ort_rounds)]
+    if not pairs or any(a is None or b is None for a, b in pairs):
+        return None
+    return statistics.median(a / b for a, b in pairs)
 
 
 def agree(outputs, reference, rtol=1e-3, atol=1e-4) -> str:
@@ -275,6 +292,7 @@ def main(argv=None) -> None:
         for r in netbrews:
             row[f"{r}/ort"] = fmt_ratio(res[r][0], ort[0])
             row[f"{r}/ort best"] = fmt_ratio(res[r][4], ort[4])
+            row[f"{r}/ort paired"] = fmt_ratio(paired_ratio(res[r][5], ort[5]), 1.0)
             row[f"{r} agree"] = agree(res[r][1], base)
         slowest = [res[r][0] for r in netbrews]  # Reference / netbrew at netbrew's slowest
         slowest = None if None in slowest else max(slowest)
@@ -312,7 +330,8 @@ def render(rows: list[dict], runtimes: list[str], args, skipped=()) -> str:
     netbrews = [r for r in runtimes if r.startswith("netbrew-")]
     timed = [r for r in runtimes if r != "reference"]
     cols = ["model", *(f"{r}_ms" for r in runtimes)]
-    cols += [*(f"{r}/ort" for r in netbrews), *(f"{r}/ort best" for r in netbrews), "ref/nb"]
+    cols += [*(f"{r}/ort" for r in netbrews), *(f"{r}/ort paired" for r in netbrews)]
+    cols += [*(f"{r}/ort best" for r in netbrews), "ref/nb"]
     cols += [*(f"{r}_rss" for r in runtimes), *(f"{r} agree" for r in netbrews), "ref agree"]
     short = {r: r.removeprefix("netbrew-") for r in netbrews}
     heads = {f"{r}_ms": f"{r} ms" for r in runtimes}
@@ -320,6 +339,7 @@ def render(rows: list[dict], runtimes: list[str], args, skipped=()) -> str:
     for r, e in short.items():
         heads[f"{r}/ort"] = f"{e} / ORT"
         heads[f"{r}/ort best"] = f"{e} / ORT (fastest runs)"
+        heads[f"{r}/ort paired"] = f"{e} / ORT (median of rounds)"
         heads[f"{r} agree"] = f"{e} = ORT"
     heads.update({"ref/nb": "Reference / netbrew", "ref agree": "Reference = ORT"})
     lines = [
@@ -343,8 +363,11 @@ def render(rows: list[dict], runtimes: list[str], args, skipped=()) -> str:
         f"(ReferenceEvaluator: {REFERENCE_REPS} run). Peak RSS is the largest VmHWM of a "
         "runtime's processes, interpreter and imports included. "
         "Outputs agree when |a - b| <= 1e-4 + 1e-3 |b| against onnxruntime. Ratios are the "
-        "figures to read; absolute times depend on the machine. 'Fastest runs' compares "
-        "each runtime's quickest run, which other load on the machine disturbs least; "
+        "figures to read; absolute times depend on the machine. 'Median of rounds' is the "
+        "median over rounds of each round's netbrew / onnxruntime, processes seconds apart "
+        "(a slow spell of a shared machine that hits one round moves both sides of its "
+        "ratio, where it can move only one side of the ratio of medians); 'fastest runs' "
+        "compares each runtime's quickest run, which other load on the machine disturbs least; "
         "Reference / netbrew divides by the slower entry point "
         f"(load average at the end: {os.getloadavg()[0]:.2f}).",
         "",

@@ -29,6 +29,7 @@ def check_row(row: dict[str, str], entries=("predictor", "backend")) -> None:
         ms = float(row[f"netbrew-{entry} ms"])
         assert ms > 0
         assert float(row[f"{entry} / ORT"]) == pytest.approx(ms / ort, rel=0.05, abs=0.01)
+        assert float(row[f"{entry} / ORT (median of rounds)"]) > 0
         assert row[f"{entry} = ORT"] == "yes"
     assert row["Reference = ORT"] == "-"  # no reference run
 
@@ -101,3 +102,12 @@ def test_torch_models_skipped_with_a_note_without_torch(zoo, tmp_path, capsys, m
     text = out.read_text()
     assert "- bert_layer not run: PyTorch is not installed" in text
     assert table(out) == {}
+
+
+def test_paired_ratio_is_the_median_of_round_ratios(zoo):
+    """Each round's netbrew median over onnxruntime's of that round, the median taken: a
+    round where both ran slow counts as its ratio, not as one slow side."""
+    assert zoo.paired_ratio([12.3, 13.4, 8.9], [6.6, 3.8, 3.8]) == pytest.approx(8.9 / 3.8)
+    assert zoo.paired_ratio([2.0, 4.0], [1.0, 1.0]) == pytest.approx(3.0)
+    assert zoo.paired_ratio([2.0, None], [1.0, 1.0]) is None
+    assert zoo.paired_ratio([], []) is None
