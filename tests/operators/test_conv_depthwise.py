@@ -51,6 +51,10 @@ CASES = [
     ((1, 6, 5, 2), 1, (3, 3), [2, 2, 2, 2], (1, 1), (2, 2)),  # no window wholly inside
     ((1, 6, 6, 7), 1, (3, 3), [0, 0, 0, 0], (1, 1), (1, 1)),  # no padding: all inside
     ((1, 20, 9, 10), 1, (3, 3), [0, 2, 1, 0], (1, 1), (3, 3)),  # stride 3, uneven pads
+    # stride 1, outputs >= 28 wide: conv_last's runs of whole pixels
+    ((2, 8, 10, 30), 1, (3, 3), [1, 1, 1, 1], (1, 1), (1, 1)),  # a run spans the row
+    ((1, 40, 6, 33), 1, (3, 3), [0, 2, 1, 0], (1, 1), (1, 1)),  # uneven pads, 12 pixels a run
+    ((1, 600, 3, 29), 1, (3, 3), [1, 0, 1, 1], (1, 1), (1, 1)),  # wider than a run: 1 pixel
 ]
 
 
