@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from netbrew.operators.conv_last import channels_last
+from netbrew import jit
+from netbrew.operators.conv_last import channels_last, finish
 from netbrew.operators.window import Window, scratch
 from netbrew.operators.winograd_tiles import padded_channels_last
 from netbrew.operators.zeros import relu as relu_into
@@ -131,6 +132,8 @@ def hwc_correlate(
         s_h, s_w, s_c = image.strides
         np.copyto(cols, as_strided(image, cols.shape, (sh * s_h, sw * s_w, s_h, s_w, s_c)))
         np.matmul(cols.reshape(ho * wo, -1), u.reshape(-1, m), out=y[n].reshape(-1, m))
+    if jit.enabled() and x.dtype in jit.FLOATS:  # bias and Relu in one numba pass
+        return finish(y, bias, None, (0.0 if relu else -np.inf, np.inf))
     if bias is not None:
         y += bias
     if relu:

@@ -1,9 +1,12 @@
 """The channels-last im2col path (conv_hwc) equals Conv, and ConvWinograd runs it for U laid
 out (kh, kw, C, M)."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
+from netbrew import jit
 from netbrew.operators import conv_hwc as ch
 from netbrew.operators.conv import conv_cpu
 from netbrew.operators.schema import get_kernel
@@ -24,7 +27,14 @@ from tests.operators.test_conv_winograd import _channels_last, _is_channels_last
 )
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", ["nchw", "channels_last"])
-def test_hwc_matches_conv(x_shape, m, kernel, strides, pads, dtype, layout):
+@pytest.mark.parametrize("jit_on", [True, False], ids=["numba-epilogue", "numpy-epilogue"])
+def test_hwc_matches_conv(x_shape, m, kernel, strides, pads, dtype, layout, jit_on):
+    """Bias and Relu after the GEMM: one numba pass with the JIT on, NumPy's otherwise."""
+    with contextlib.nullcontext() if jit_on else jit.disabled():
+        _check_hwc(x_shape, m, kernel, strides, pads, dtype, layout)
+
+
+def _check_hwc(x_shape, m, kernel, strides, pads, dtype, layout):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(x_shape).astype(dtype)
     w = (rng.standard_normal((m, x_shape[1], kernel, kernel)) / 5).astype(dtype)
