@@ -13,7 +13,9 @@ Every step is a GEMM or one copy, so numpy spends its time in BLAS, not in per-r
 3. columns: one copy gathers the p columns of every tile, then B^T times all of them;
 4. the p^2 GEMMs with U (p^2, C, M);
 5. A^T (t, p) over the patch columns, then over the patch rows: t^2 outputs per tile;
-6. one copy puts each tile's t x t block in place, adding the bias.
+6. one copy puts each tile's t x t block in place, adding the bias; where the JIT is on,
+   a numba loop (`_place_tiles`) does it with the Relu in the same pass (op by op 0.91-1.0x
+   the time of the copy and a Relu pass; VGG-19 0.95x, ResNet-50 0.985x in the model).
 
 The output is channels-last too: (N, M, Ho, Wo) as a view of (N, Ho, Wo, M) memory. numpy's
 elementwise ops keep that layout, and a following 1x1 conv reads it as a transposed matrix
@@ -143,6 +145,10 @@ def tiled_correlate(
     rows = max(1, strip_elements // (p * p * tw * max(channels, m)))
     per_step = -(-BLOCK_PRODUCTS // (p * p * th * tw))
     step = max(1, min(batch, rows // th, per_step))  # whole images a step
+    placed = PLACE_TILES_JIT and jit.enabled() and x.dtype in jit.FLOATS
+    if placed:
+        b = np.zeros(m, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
+        lo = x.dtype.type(0 if relu else -np.inf)
     for n in range(0, batch, step):
         images = padded_channels_last(x[n : n + step], top, left, hp, wp)
         for r0 in range(0, th, rows):
@@ -150,10 +156,18 @@ def tiled_correlate(
             block = _transform_input(images, r0, r1 - r0, tw, bt)
             prods = scratch("wino_m", (p * p, block.shape[1], m), x.dtype)
             np.matmul(block, u, out=prods)
-            _write_outputs(prods, y[n : n + step], r0, r1, tw, at, bias)
-    if relu:
+            if placed:
+                _write_outputs(prods, y[n : n + step], r0, r1, tw, at, b, lo)
+            else:
+                _write_outputs(prods, y[n : n + step], r0, r1, tw, at, bias)
+    if relu and not placed:
         relu_into(y, out=y)
     return y.transpose(0, 3, 1, 2)
+
+
+PLACE_TILES_JIT = True
+"""Whether the output tiles go into Y by `_place_tiles` (bias and Relu in the same pass)
+where the JIT takes the dtype."""
 
 
 def padded_channels_last(x: np.ndarray, top: int, left: int, hp: int, wp: int) -> np.ndarray:
@@ -194,9 +208,11 @@ def _transform_input(images, r0: int, rows: int, tw: int, bt: np.ndarray):
     return block.reshape(p * p, rows * tw, channels)
 
 
-def _write_outputs(prods, y, r0: int, r1: int, tw: int, at: np.ndarray, bias) -> None:
+def _write_outputs(prods, y, r0: int, r1: int, tw: int, at: np.ndarray, bias, low=None) -> None:
     """A^T (sum) A for the tile rows r0 .. r1 of each image into y (G, Ho, Wo, M), plus the
-    bias: output pixel (t r + i, t s + j) is entry (i, j) of tile (r, s)."""
+    bias: output pixel (t r + i, t s + j) is entry (i, j) of tile (r, s). With `low` (the
+    JIT on; bias then an array), `_place_tiles` puts them in place, max(., low) taken in the
+    same pass."""
     count, ho, wo, m = y.shape
     t, p = at.shape
     rows = r1 - r0
@@ -204,6 +220,10 @@ def _write_outputs(prods, y, r0: int, r1: int, tw: int, at: np.ndarray, bias) ->
     np.matmul(at, prods.reshape(p, -1), out=half)  # [j, a, tiles, m]
     tiles = scratch("wino_o2", (t, t, count * rows * tw * m), prods.dtype)
     np.matmul(at, half.reshape(t, p, -1), out=tiles)  # [j, i, tiles, m]
+    if low is not None:
+        kernel = _place_tiles.pick(tiles.size, 1 << 19)
+        kernel(tiles.reshape(t, t, -1, m), y, r0, rows, tw, bias, low, y.dtype.type(np.inf))
+        return
     src = tiles.reshape(t, t, count, rows, tw, m).transpose(2, 3, 1, 4, 0, 5)  # [g, r, i, s, j, m]
     exact = t * r1 <= ho and t * tw == wo
     if exact:
@@ -217,3 +237,22 @@ def _write_outputs(prods, y, r0: int, r1: int, tw: int, at: np.ndarray, bias) ->
     if not exact:
         height = min(t * r1, ho) - t * r0
         y[:, t * r0 : t * r0 + height] = dest.reshape(count, t * rows, t * tw, m)[:, :height, :wo]
+
+
+@jit.kernel
+def _place_tiles(tiles, y, r0, rows, tw, bias, lo, hi):
+    """y[g, t (r0 + r) + i, t s + j] = clamp(tiles[j, i, (g rows + r) tw + s] + bias): each
+    output pixel one run along the channels, pixels past the image's edge dropped."""
+    count, ho, wo, m = y.shape
+    t = tiles.shape[0]
+    for job in jit.prange(count * rows):
+        g, r = job // rows, job % rows
+        top = t * (r0 + r)
+        for s in range(tw):
+            tile = job * tw + s
+            for i in range(min(t, ho - top)):
+                for j in range(min(t, wo - t * s)):
+                    src = tiles[j, i, tile]
+                    out = y[g, top + i, t * s + j]
+                    for k in range(m):
+                        out[k] = jit.clamp(src[k] + bias[k], lo, hi)

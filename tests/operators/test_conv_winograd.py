@@ -174,3 +174,28 @@ def test_gradient_and_export_as_conv(op_type):
     assert nodes[-1].output == ["y"]
     for node in nodes:
         onnx.checker.check_node(node)
+
+
+@pytest.mark.parametrize("tile", ["F2", "F4"])
+@pytest.mark.parametrize("relu, with_bias", [(True, True), (False, True), (False, False)])
+def test_tiles_placed_by_numba_equal_numpy(tile, relu, with_bias, monkeypatch):
+    """winograd_tiles._place_tiles (the output tiles, bias and Relu in one pass) against
+    NumPy's copy then Relu: two images, odd sizes whose last tiles are cut at the edge."""
+    from netbrew import jit
+    from netbrew.operators import winograd_tiles as wt
+
+    if not jit.enabled():
+        pytest.skip("numba is off")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 11, 9)).astype(np.float32)
+    w = rng.standard_normal((5, 6, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32) if with_bias else None
+    tiling, u = (
+        (cw.F2, cw.winograd_weights(w)) if tile == "F2" else (cw4.F4, cw4.winograd4_weights(w))
+    )
+    got = wt.tiled_correlate(x, u, (1, 0, 2, 1), tiling, 1 << 21, b, relu)
+    monkeypatch.setattr(wt, "PLACE_TILES_JIT", False)
+    want = wt.tiled_correlate(x, u, (1, 0, 2, 1), tiling, 1 << 21, b, relu)
+    assert got.shape == want.shape == (2, 5, 12, 8)
+    np.testing.assert_array_equal(got, want)
+    assert (got < 0).any() != relu
