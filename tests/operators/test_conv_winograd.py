@@ -199,3 +199,26 @@ def test_tiles_placed_by_numba_equal_numpy(tile, relu, with_bias, monkeypatch):
     assert got.shape == want.shape == (2, 5, 12, 8)
     np.testing.assert_array_equal(got, want)
     assert (got < 0).any() != relu
+
+
+@pytest.mark.parametrize("tile", ["F2", "F4"])
+def test_column_transform_by_numba_equals_numpy(tile, monkeypatch):
+    """The input transform's column step in winograd_tiles._transform_columns (128 channels
+    and up) against the gather copy and GEMM it replaces: two images, odd sizes, uneven
+    pads."""
+    from netbrew import jit
+    from netbrew.operators import winograd_tiles as wt
+
+    if not jit.enabled():
+        pytest.skip("numba is off")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 128, 9, 7)).astype(np.float32)
+    w = (rng.standard_normal((8, 128, 3, 3)) / 30).astype(np.float32)
+    tiling, u = (
+        (cw.F2, cw.winograd_weights(w)) if tile == "F2" else (cw4.F4, cw4.winograd4_weights(w))
+    )
+    got = wt.tiled_correlate(x, u, (0, 1, 2, 1), tiling, 1 << 21)
+    monkeypatch.setattr(wt, "COLUMNS_JIT_MIN_CHANNELS", 1 << 30)
+    want = wt.tiled_correlate(x, u, (0, 1, 2, 1), tiling, 1 << 21)
+    assert got.shape == want.shape == (2, 8, 9, 7)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
