@@ -239,7 +239,7 @@ def paired_ratio(rounds: list, ort_rounds: list) -> float | None:
     same round: each ratio compares processes that ran seconds apart, so a slow spell of the
     machine that spans one round moves both sides of that round's ratio. None if a round
     failed."""
-    pairs = [(a, b) for a, b in zip(rounds, ort_rounds)]
+    pairs = list(zip(rounds, ort_rounds))
     if not pairs or any(a is None or b is None for a, b in pairs):
         return None
     return statistics.median(a / b for a, b in pairs)

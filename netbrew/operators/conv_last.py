@@ -30,6 +30,11 @@ PARALLEL_MIN_ELEMENTS = 1 << 19
 """Outputs below which the epilogue runs on one thread (as conv_numba's)."""
 
 
+def bias_vector(bias: np.ndarray | None, m: int, dtype: np.dtype) -> np.ndarray:
+    """The (M,) bias a numba epilogue adds: `bias` contiguous in `dtype`, or zeros."""
+    return np.zeros(m, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
+
+
 def channels_last(x: np.ndarray) -> bool:
     """Whether x (N, C, H, W) is a view of C-ordered (N, H, W, C) memory and not also
     C-ordered itself (a 1x1 image is both: it counts as NCHW)."""
@@ -54,20 +59,38 @@ def _depthwise(x, w, bias, y, sh, sw, dh, dw, top, left, lo, hi):
 
 
 @jit.kernel
-def _depthwise3x3(x, w, bias, y, sh, sw, top, left, lo, hi):
+def _depthwise3x3(x, w, bias, y, sh, sw, top, left, lo, hi, per):
     """`_depthwise` for undilated 3x3 windows: each output row's three input rows are fixed
     once (a zero row for padding), and every pixel whose window lies inside the row sums
     its nine taps for all channels in one vectorised loop, one store per value (the
     per-tap loop stores the partial sums nine times). The columns at the edges go pixel
     by pixel. Op by op, one thread: 0.6-0.85x `_depthwise`'s time on MobileNetV2's and
-    ShuffleNet's shapes, 0.28x on 32 channels at 112x112."""
+    ShuffleNet's shapes, 0.28x on 32 channels at 112x112.
+
+    With `per` > 0 (stride 1 only), the inner pixels go in runs of `per` whole pixels
+    instead: a run is one loop, the nine weights and the bias repeated to its length once
+    per call, so the loop is long however few the channels (per pixel it runs C values at
+    a time: 32 at MobileNetV2's 112x112). Every source run is a slice indexed by the loop
+    variable alone (an index such as q + channels would be checked for wrapping below
+    zero, which keeps a loop scalar). One thread, op by op, paired with the per-pixel loop:
+    32 channels at 112x112 0.69x, 96 at 56x56 0.80x, 144 at 56x56 0.86x, 136-192 at 28x28
+    0.93-0.96x; at 7x7 1.08x, which RUNS_MIN_WIDTH keeps per pixel."""
     batch, height, width, channels = x.shape
     ho, wo = y.shape[1], y.shape[2]
     rows = x.reshape(batch, height, width * channels)
+    outs = y.reshape(batch, ho, wo * channels)
     zero = np.zeros(width * channels, x.dtype)
     w00, w01, w02 = w[0, 0], w[0, 1], w[0, 2]
     w10, w11, w12 = w[1, 0], w[1, 1], w[1, 2]
     w20, w21, w22 = w[2, 0], w[2, 1], w[2, 2]
+    taps = np.empty((10, per * channels), x.dtype)  # the nine weights and the bias, repeated
+    for p in range(per):
+        for k in range(channels):
+            for t in range(9):
+                taps[t, p * channels + k] = w[t // 3, t % 3, k]
+            taps[9, p * channels + k] = bias[k]
+    t0, t1, t2, t3, t4 = taps[0], taps[1], taps[2], taps[3], taps[4]
+    t5, t6, t7, t8, tb = taps[5], taps[6], taps[7], taps[8], taps[9]
     first = min(wo, (left + sw - 1) // sw)  # the first column whose window starts inside x
     last = max(first, min(wo, (width - 3 + left) // sw + 1))  # past the last one inside
     for noh in jit.prange(batch * ho):
@@ -77,7 +100,21 @@ def _depthwise3x3(x, w, bias, y, sh, sw, top, left, lo, hi):
         s0 = rows[n, r] if 0 <= r < height else zero
         s1 = rows[n, r + 1] if 0 <= r + 1 < height else zero
         s2 = rows[n, r + 2] if 0 <= r + 2 < height else zero
-        for ow in range(first, last):
+        for ow in range(first, last, max(per, 1)):
+            if per > 0:  # a run of whole pixels at stride 1
+                size = min(per, last - ow) * channels
+                at, src = ow * channels, (ow - left) * channels
+                mid, end = src + channels, src + 2 * channels
+                a0, a1, a2 = s0[src : src + size], s0[mid : mid + size], s0[end : end + size]
+                b0, b1, b2 = s1[src : src + size], s1[mid : mid + size], s1[end : end + size]
+                c0, c1, c2 = s2[src : src + size], s2[mid : mid + size], s2[end : end + size]
+                run = outs[n, oh, at : at + size]
+                for q in range(size):
+                    v = tb[q] + t0[q] * a0[q] + t1[q] * a1[q] + t2[q] * a2[q]
+                    v += t3[q] * b0[q] + t4[q] * b1[q] + t5[q] * b2[q]
+                    v += t6[q] * c0[q] + t7[q] * c1[q] + t8[q] * c2[q]
+                    run[q] = jit.clamp(v, lo, hi)
+                continue
             at = (ow * sw - left) * channels
             a, b, c = s0[at:], s1[at:], s2[at:]
             out = y[n, oh, ow]
@@ -93,66 +130,13 @@ def _depthwise3x3(x, w, bias, y, sh, sw, top, left, lo, hi):
             _pixel(x, w, bias, y[n, oh, ow], n, oh, ow, sh, sw, 1, 1, top, left, lo, hi)
 
 
-@jit.kernel
-def _depthwise3x3_runs(x, w, bias, y, top, left, lo, hi):
-    """`_depthwise3x3` at stride 1, its inner pixels in runs: a run of whole pixels, about
-    TILE_SPAN values of an output row, is one loop, the nine weights and the bias repeated
-    to the run's length once per call, so the loop is long however few the channels (the
-    per-pixel loop runs C values at a time: 32 at MobileNetV2's 112x112). The edge columns
-    go pixel by pixel. Every source run is a slice indexed by the loop variable alone (an
-    index such as q + channels would be checked for wrapping below zero, which keeps a loop
-    scalar). One thread, op by op, paired with `_depthwise3x3`: 32 channels at 112x112
-    0.69x, 96 at 56x56 0.80x, 144 at 56x56 0.86x, 136-192 at 28x28 0.93-0.96x; at 7x7
-    1.08x, which RUNS_MIN_WIDTH keeps on the per-pixel loop."""
-    batch, height, width, channels = x.shape
-    ho, wo = y.shape[1], y.shape[2]
-    per = max(1, TILE_SPAN // channels)  # pixels a run
-    taps = np.empty((10, per * channels), x.dtype)  # nine weights and the bias, repeated
-    for p in range(per):
-        for k in range(channels):
-            for t in range(9):
-                taps[t, p * channels + k] = w[t // 3, t % 3, k]
-            taps[9, p * channels + k] = bias[k]
-    t0, t1, t2, t3, t4 = taps[0], taps[1], taps[2], taps[3], taps[4]
-    t5, t6, t7, t8, tb = taps[5], taps[6], taps[7], taps[8], taps[9]
-    rows = x.reshape(batch, height, width * channels)
-    outs = y.reshape(batch, ho, wo * channels)
-    zero = np.zeros(width * channels, x.dtype)
-    first = min(wo, left)  # the first column whose window starts inside x
-    last = max(first, min(wo, width - 2 + left))  # past the last one inside
-    for noh in jit.prange(batch * ho):
-        n = noh // ho
-        oh = noh % ho
-        r = oh - top
-        s0 = rows[n, r] if 0 <= r < height else zero
-        s1 = rows[n, r + 1] if 0 <= r + 1 < height else zero
-        s2 = rows[n, r + 2] if 0 <= r + 2 < height else zero
-        for ow in range(first, last, per):
-            size = min(per, last - ow) * channels
-            at, src = ow * channels, (ow - left) * channels
-            mid, end = src + channels, src + 2 * channels
-            a0, a1, a2 = s0[src : src + size], s0[mid : mid + size], s0[end : end + size]
-            b0, b1, b2 = s1[src : src + size], s1[mid : mid + size], s1[end : end + size]
-            c0, c1, c2 = s2[src : src + size], s2[mid : mid + size], s2[end : end + size]
-            out = outs[n, oh, at : at + size]
-            for q in range(size):
-                v = tb[q] + t0[q] * a0[q] + t1[q] * a1[q] + t2[q] * a2[q]
-                v += t3[q] * b0[q] + t4[q] * b1[q] + t5[q] * b2[q]
-                v += t6[q] * c0[q] + t7[q] * c1[q] + t8[q] * c2[q]
-                out[q] = jit.clamp(v, lo, hi)
-        for ow in range(first):
-            _pixel(x, w, bias, y[n, oh, ow], n, oh, ow, 1, 1, 1, 1, top, left, lo, hi)
-        for ow in range(last, wo):
-            _pixel(x, w, bias, y[n, oh, ow], n, oh, ow, 1, 1, 1, 1, top, left, lo, hi)
-
-
 TILE_SPAN = 512
-"""Values of an output row that one run of `_depthwise3x3_runs` covers (whole pixels, at
+"""Values of an output row that one run of `_depthwise3x3` covers (whole pixels, at
 least one): long enough that a loop's set-up and remainder are small against it, short
 enough that the repeated weights (10 x TILE_SPAN) stay in L1."""
 
 RUNS_MIN_WIDTH = 28
-"""Output widths from which stride-1 3x3 depthwise convs take `_depthwise3x3_runs`."""
+"""Output widths from which stride-1 3x3 depthwise convs go in runs of whole pixels."""
 
 
 @jit.helper
@@ -205,10 +189,10 @@ def depthwise(
     lo, hi = x.dtype.type(clamp[0]), x.dtype.type(clamp[1])
     plain = win.kernel == (3, 3) and win.dilations == (1, 1) and USE_3X3
     runs = win.strides == (1, 1) and win.out[1] >= RUNS_MIN_WIDTH and min(win.begin) >= 0
-    if plain and runs:
-        _depthwise3x3_runs.pick(work, PARALLEL_MIN_WORK)(*operands, *win.begin, lo, hi)
-    elif plain:
-        _depthwise3x3.pick(work, PARALLEL_MIN_WORK)(*operands, *win.strides, *win.begin, lo, hi)
+    per = max(1, TILE_SPAN // channels) if runs else 0  # pixels a run; 0: pixel by pixel
+    if plain:
+        kernel = _depthwise3x3.pick(work, PARALLEL_MIN_WORK)
+        kernel(*operands, *win.strides, *win.begin, lo, hi, per)
     else:
         kernel = _depthwise.pick(work, PARALLEL_MIN_WORK)
         kernel(*operands, *win.strides, *win.dilations, *win.begin, lo, hi)
@@ -340,7 +324,7 @@ def finish(
     its (N, M, H, W) view."""
     m = y.shape[-1]
     flat = y.reshape(-1, m)
-    b = np.zeros(m, y.dtype) if bias is None else np.ascontiguousarray(bias, y.dtype)
+    b = bias_vector(bias, m, y.dtype)
     res = flat if residual is None else to_last(residual).reshape(flat.shape)
     kernel = _epilogue.pick(y.size, PARALLEL_MIN_ELEMENTS)
     kernel(flat, b, res, residual is not None, y.dtype.type(clamp[0]), y.dtype.type(clamp[1]))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew import jit
-from netbrew.operators.conv_last import channels_last, depthwise
+from netbrew.operators.conv_last import bias_vector, channels_last, depthwise
 from netbrew.operators.window import Window
 
 NO_CLAMP = (-np.inf, np.inf)
@@ -273,7 +273,7 @@ def direct_correlate(
     y = np.empty((batch, m, *win.out), x.dtype)
     if y.size == 0:
         return y
-    b = np.zeros(m, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
+    b = bias_vector(bias, m, x.dtype)
     lo, hi = clamp
     work = y.size * w[0].size
     if w.shape[1] == 1 and m == x.shape[1]:
@@ -334,7 +334,7 @@ def epilogue(
     C-ordered, in place; residual has y's shape. Returns y."""
     batch, m = y.shape[:2]
     flat = y.reshape(batch, m, -1)
-    b = np.zeros(m, y.dtype) if bias is None else np.ascontiguousarray(bias, y.dtype)
+    b = bias_vector(bias, m, y.dtype)
     res = flat if residual is None else np.ascontiguousarray(residual).reshape(flat.shape)
     kernel = _epilogue.pick(y.size, PARALLEL_MIN_ELEMENTS)
     kernel(flat, b, res, residual is not None, float(clamp[0]), float(clamp[1]))

@@ -24,7 +24,12 @@ import numpy as np
 
 from netbrew import jit
 from netbrew.operators.conv import _ATTRS, check_conv_operands, conv_cpu
-from netbrew.operators.conv_last import PARALLEL_MIN_ELEMENTS, pointwise_rows, use_pointwise
+from netbrew.operators.conv_last import (
+    PARALLEL_MIN_ELEMENTS,
+    bias_vector,
+    pointwise_rows,
+    use_pointwise,
+)
 from netbrew.operators.conv_numba import use_direct
 from netbrew.operators.conv_shift import use_shift
 from netbrew.operators.fused import relu_in_place
@@ -151,7 +156,7 @@ def _pointwise_shuffled(
     grouped = scratch("shuffle_rows", (rows, m), x.dtype)
     pointwise_rows(x, w, win, group, grouped)
     y = np.empty((batch, height, width, m), x.dtype)
-    bias = np.zeros(m, x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
+    bias = bias_vector(b, m, x.dtype)
     low = x.dtype.type(0 if relu else -np.inf)
     kernel = _shuffle_rows.pick(y.size, PARALLEL_MIN_ELEMENTS)
     kernel(grouped, bias, y.reshape(rows, m), group, low, x.dtype.type(np.inf))

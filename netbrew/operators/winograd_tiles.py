@@ -30,6 +30,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from netbrew import jit
+from netbrew.operators.conv_last import bias_vector
 from netbrew.operators.window import scratch
 from netbrew.operators.zeros import relu as relu_into
 
@@ -145,10 +146,6 @@ def tiled_correlate(
     rows = max(1, strip_elements // (p * p * tw * max(channels, m)))
     per_step = -(-BLOCK_PRODUCTS // (p * p * th * tw))
     step = max(1, min(batch, rows // th, per_step))  # whole images a step
-    placed = PLACE_TILES_JIT and jit.enabled() and x.dtype in jit.FLOATS
-    if placed:
-        b = np.zeros(m, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
-        lo = x.dtype.type(0 if relu else -np.inf)
     for n in range(0, batch, step):
         images = padded_channels_last(x[n : n + step], top, left, hp, wp)
         for r0 in range(0, th, rows):
@@ -156,12 +153,7 @@ def tiled_correlate(
             block = _transform_input(images, r0, r1 - r0, tw, bt)
             prods = scratch("wino_m", (p * p, block.shape[1], m), x.dtype)
             np.matmul(block, u, out=prods)
-            if placed:
-                _write_outputs(prods, y[n : n + step], r0, r1, tw, at, b, lo)
-            else:
-                _write_outputs(prods, y[n : n + step], r0, r1, tw, at, bias)
-    if relu and not placed:
-        relu_into(y, out=y)
+            _write_outputs(prods, y[n : n + step], r0, r1, tw, at, bias, relu)
     return y.transpose(0, 3, 1, 2)
 
 
@@ -212,11 +204,11 @@ def _transform_input(images, r0: int, rows: int, tw: int, bt: np.ndarray):
     return block.reshape(p * p, rows * tw, channels)
 
 
-def _write_outputs(prods, y, r0: int, r1: int, tw: int, at: np.ndarray, bias, low=None) -> None:
+def _write_outputs(prods, y, r0: int, r1: int, tw: int, at: np.ndarray, bias, relu: bool) -> None:
     """A^T (sum) A for the tile rows r0 .. r1 of each image into y (G, Ho, Wo, M), plus the
-    bias: output pixel (t r + i, t s + j) is entry (i, j) of tile (r, s). With `low` (the
-    JIT on; bias then an array), `_place_tiles` puts them in place, max(., low) taken in the
-    same pass."""
+    bias, then Relu if asked: output pixel (t r + i, t s + j) is entry (i, j) of tile
+    (r, s). Where the JIT takes the dtype, `_place_tiles` puts the tiles in place with the
+    bias and Relu in the same pass; else one copy adds the bias and a pass takes the Relu."""
     count, ho, wo, m = y.shape
     t, p = at.shape
     rows = r1 - r0
@@ -224,9 +216,10 @@ def _write_outputs(prods, y, r0: int, r1: int, tw: int, at: np.ndarray, bias, lo
     np.matmul(at, prods.reshape(p, -1), out=half)  # [j, a, tiles, m]
     tiles = scratch("wino_o2", (t, t, count * rows * tw * m), prods.dtype)
     np.matmul(at, half.reshape(t, p, -1), out=tiles)  # [j, i, tiles, m]
-    if low is not None:
+    if PLACE_TILES_JIT and jit.enabled() and y.dtype in jit.FLOATS:
+        lo, hi = y.dtype.type(0 if relu else -np.inf), y.dtype.type(np.inf)
         kernel = _place_tiles.pick(tiles.size, 1 << 19)
-        kernel(tiles.reshape(t, t, -1, m), y, r0, rows, tw, bias, low, y.dtype.type(np.inf))
+        kernel(tiles.reshape(t, t, -1, m), y, r0, rows, tw, bias_vector(bias, m, y.dtype), lo, hi)
         return
     src = tiles.reshape(t, t, count, rows, tw, m).transpose(2, 3, 1, 4, 0, 5)  # [g, r, i, s, j, m]
     exact = t * r1 <= ho and t * tw == wo
@@ -238,9 +231,12 @@ def _write_outputs(prods, y, r0: int, r1: int, tw: int, at: np.ndarray, bias, lo
         np.copyto(dest, src)
     else:
         np.add(src, bias, out=dest)
+    height = min(t * r1, ho) - t * r0
     if not exact:
-        height = min(t * r1, ho) - t * r0
         y[:, t * r0 : t * r0 + height] = dest.reshape(count, t * rows, t * tw, m)[:, :height, :wo]
+    if relu:
+        written = y[:, t * r0 : t * r0 + height]
+        relu_into(written, out=written)
 
 
 @jit.kernel

@@ -94,13 +94,14 @@ def _conv_fed(net: NetDef) -> set[str]:
     cost; a Concat copies its inputs into a new array whatever their layout (inception's
     and squeezenet's 3x3 convs, whose outputs go to a Concat, ran 0.91x and 0.93x the time
     channels-last, alternating processes; DenseNet-121 1.0x)."""
-    readers: dict[str, set[str]] = {}
+    convs = set(WINOGRAD) | set(WINOGRAD.values()) | {"FusedConv"}
+    any_layout: dict[str, bool] = {}  # blob -> whether every reader so far takes any layout
     for op in net.op:
         for slot, name in enumerate(op.input):
-            readers.setdefault(name, set()).add(op.type if slot == 0 else op.type + ":other")
-    convs = set(WINOGRAD) | set(WINOGRAD.values()) | {"FusedConv", "Concat", "Concat:other"}
+            takes = op.type == "Concat" or (slot == 0 and op.type in convs)
+            any_layout[name] = any_layout.get(name, True) and takes
     outputs = set(net.external_output)
-    return {name for name, kinds in readers.items() if kinds <= convs and name not in outputs}
+    return {name for name, ok in any_layout.items() if ok and name not in outputs}
 
 
 def _transform(
