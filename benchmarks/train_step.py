@@ -9,9 +9,11 @@ count (--threads: the BLAS behind NumPy, numba and torch.set_num_threads).
 Each runtime times its steps in its own spawned process, in alternating rounds (netbrew,
 then torch, --rounds times), as benchmarks/zoo.py does: so a slow spell of a shared machine
 falls on both, and neither one's idle OpenMP threads spin on the cores the other needs.
-netbrew sets OMP_WAIT_POLICY=PASSIVE for numba (netbrew.jit); torch's process gets the
-environment this script started with. Prints medians, fastest steps and netbrew/PyTorch
-ratios.
+netbrew sets OpenMP's wait for numba (netbrew.jit: GOMP_SPINCOUNT, or OMP_WAIT_POLICY=PASSIVE
+where OpenBLAS keeps its own threads); torch's process gets the values this script started
+with, handed to it by the parent (a spawned child inherits the parent's environment after
+netbrew changed it; torch under PASSIVE ran LeNet's step 2.6x slower). Prints medians,
+fastest steps and netbrew/PyTorch ratios.
 
 resnet18 is the CIFAR form of ResNet-18: a 3x3 stem of 64 without max pooling, basic blocks
 [2, 2, 2, 2] of widths 64, 128, 256, 512 (stride 2 and a 1x1 projection at the start of
@@ -33,7 +35,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")  # as started, before netbrew.jit sets it
+OPENMP_WAIT = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+STARTED_WITH = {v: os.environ.get(v) for v in OPENMP_WAIT}  # before netbrew.jit sets them
 
 import numpy as np  # noqa: E402
 
@@ -195,13 +198,17 @@ def batch_of(name: str, batch: int) -> tuple[np.ndarray, np.ndarray]:
     return x, rng.integers(0, 10, batch).astype(np.int32)
 
 
-def worker(runtime: str, name: str, batch: int, widths, steps: int, args, queue) -> None:
-    """In a spawned process: time `steps` steps of `runtime` after the warm-up ones."""
-    if runtime == "PyTorch":  # torch's OpenMP reads this when torch loads
-        if WAIT_POLICY is None:
-            os.environ.pop("OMP_WAIT_POLICY", None)
-        else:
-            os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
+def worker(
+    runtime: str, name: str, batch: int, widths, steps: int, args, started_with, queue
+) -> None:
+    """In a spawned process: time `steps` steps of `runtime` after the warm-up ones.
+    `started_with` is the OpenMP environment the parent script started with."""
+    if runtime == "PyTorch":  # torch's OpenMP reads these when torch loads
+        for var, value in started_with.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
     try:
         with threads(args.threads):
             x, y = batch_of(name, batch)
@@ -229,7 +236,8 @@ def rounds(name: str, batch: int, widths, args) -> dict[str, list[float]]:
         for runtime in list(times):
             queue = ctx.Queue()
             proc = ctx.Process(
-                target=worker, args=(runtime, name, batch, widths, per_round, args, queue)
+                target=worker,
+                args=(runtime, name, batch, widths, per_round, args, STARTED_WITH, queue),
             )
             proc.start()
             status, value = queue.get()

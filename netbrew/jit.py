@@ -37,19 +37,30 @@ from typing import Any
 
 import numpy as np
 
-# numba's OpenMP threads spin for a while after each parallel kernel, on the cores that
-# OpenBLAS's threads need for the next GEMM; passive waiting gives them back at once.
+from netbrew import blas_pool
+
+_WANT_JIT = os.environ.get("NETBREW_JIT", "1") != "0"
+
+# Where OpenBLAS's threaded jobs run on numba's OpenMP threads (netbrew.blas_pool), those
+# threads spin briefly after each region (GOMP_SPINCOUNT 10000, some tens of
+# microseconds), so the next GEMM or parallel kernel starts at once; GNU OpenMP's default
+# (300000) kept them spinning on the cores that a training step's batch parts need
+# (ResNet-18's step 990 ms against 746). Elsewhere they would spin on the cores OpenBLAS's
+# own threads need for the next GEMM, and passive waiting gives them back at once
 # (densenet121 through the backend, 2 cores, medians: NETBREW_JIT=0 1215 ms; numba with
-# OpenMP's default wait 6648 ms; passive 701-2335 ms, on a loaded machine.) It must be set
-# before OpenMP starts; a value the user set is kept.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP's default wait beside OpenBLAS's threads 6648 ms; passive 701-2335 ms, on a loaded
+# machine). Both must be set before OpenMP starts; values the user set are kept.
+if _WANT_JIT and blas_pool.wanted() and blas_pool.supported():
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+else:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 try:
     import numba
 except ImportError:  # numba is a core dependency, but a broken install must not stop netbrew
     numba = None
 
-_ENABLED = numba is not None and os.environ.get("NETBREW_JIT", "1") != "0"
+_ENABLED = numba is not None and _WANT_JIT
 _local = threading.local()
 _compile_seconds = 0.0
 _compile_lock = threading.Lock()
@@ -98,6 +109,11 @@ def compile_seconds() -> float:
     return _compile_seconds
 
 
+PICK_SCALE = 16
+"""How much lower `Kernel.pick`'s parallel thresholds are while netbrew.blas_pool is
+installed."""
+
+
 class Kernel:
     """A numba dispatcher that counts the time of calls that compile a new signature.
 
@@ -128,10 +144,17 @@ class Kernel:
         return Kernel(twin, **{**self.options, "parallel": False})
 
     def pick(self, work: int, least: int) -> Kernel:
-        """This kernel, or its one-thread twin where `work` is under `least`."""
+        """This kernel, or its one-thread twin where `work` is under `least`: a floor set
+        for OpenMP threads that sleep between kernels, divided by PICK_SCALE while
+        OpenBLAS's jobs run on the same threads (netbrew.blas_pool), which then spin
+        briefly after each region and start the next in microseconds."""
+        if blas_pool.installed():
+            least //= PICK_SCALE
         return self if work >= least else self.serial
 
     def __call__(self, *args: Any) -> Any:
+        if not _pool_started:
+            _start_pool()
         if getattr(_local, "serial", False) and self.options.get("parallel"):
             return self.serial(*args)
         dispatcher = self._dispatcher
@@ -147,6 +170,18 @@ class Kernel:
             with _compile_lock:
                 _compile_seconds += time.perf_counter() - start
         return result
+
+
+_pool_started = False
+
+
+def _start_pool() -> None:
+    """Hands OpenBLAS's threaded jobs to numba's threads (netbrew.blas_pool) before the
+    first kernel runs: starting numba's threads takes about 0.3 s, paid here and not at
+    import."""
+    global _pool_started
+    blas_pool.install()
+    _pool_started = True
 
 
 def kernel(

@@ -21,9 +21,15 @@ thread while it runs (netbrew.operators.batch_split): its copies then use every 
 no threaded GEMM leaves OpenBLAS's worker spinning. While a split runs, BLAS calls from
 any thread of the process get one thread.
 
+Where NumPy's BLAS is OpenBLAS and numba is on, OpenBLAS's threaded jobs run on numba's
+OpenMP threads (netbrew.blas_pool): one pool of threads for GEMMs and numba kernels, which
+spin briefly between them, so the numba kernels of a single image (epilogues, pools,
+depthwise convs, Winograd tile placement) run parallel at far smaller sizes than when they
+had to wake sleeping threads beside OpenBLAS's spinning worker.
+
 Why a single image's NumPy passes (bias, Relu, copies, Winograd transforms, pools) are not
-split over threads, as onnxruntime's intra-op pool splits its kernels: it was built and
-measured (2-core VM, OpenBLAS 0.3.31, ResNet-50 at batch 1, in A/B runs alternating fresh
+split over Python threads, as onnxruntime's intra-op pool splits its kernels: it was built
+and measured (2-core VM, OpenBLAS 0.3.31, ResNet-50 at batch 1, in A/B runs alternating fresh
 processes) and ran slower every way it was tried:
 - BLAS held at one thread for the run, each conv split over two Python threads (1x1 convs
   by output channels, the rest by bands of output rows, bias and Relu inside each part):
@@ -43,6 +49,8 @@ from collections.abc import Iterator
 
 import numpy as np  # noqa: F401  (loads the BLAS that threadpoolctl then finds)
 from threadpoolctl import threadpool_info, threadpool_limits
+
+from netbrew import blas_pool
 
 
 def _check(n: int) -> int:
@@ -69,7 +77,8 @@ def get_num_threads() -> int:
 
 def set_num_threads(n: int) -> None:
     """Sets the number of threads of the BLAS behind NumPy, for the whole process, from now
-    on.
+    on: at most numba's thread count (NUMBA_NUM_THREADS, one per core by default) while
+    OpenBLAS's jobs run on numba's threads (netbrew.blas_pool).
 
     Raises:
         ValueError: n is not an integer >= 1.
@@ -77,7 +86,7 @@ def set_num_threads(n: int) -> None:
     """
     _check(n)
     _blas()
-    threadpool_limits(limits=n, user_api="blas")
+    threadpool_limits(limits=_capped(n), user_api="blas")
 
 
 @contextlib.contextmanager
@@ -86,5 +95,13 @@ def num_threads(n: int) -> Iterator[None]:
     previous count is back."""
     _check(n)
     _blas()
-    with threadpool_limits(limits=n, user_api="blas"):
+    with threadpool_limits(limits=_capped(n), user_api="blas"):
         yield
+
+
+def _capped(n: int) -> int:
+    """n, or numba's thread count where it is less and OpenBLAS's jobs run on numba's
+    threads (netbrew.blas_pool): the jobs of one call wait on each other, so each needs a
+    thread of its own."""
+    most = blas_pool.max_threads()
+    return n if most is None else min(n, most)
