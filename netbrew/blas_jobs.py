@@ -52,3 +52,42 @@ def start():
     run_jobs(0, np.int32(0), 0, 0, np.int32(0))
     callback = numba.cfunc(_SIGNATURE, nopython=True, cache=True)(_callback)
     return numba.threading_layer(), callback
+
+
+@intrinsic
+def _call_sgemm(typingctx, fn, m, n, k, a, lda, b, ldb, c, ldc):
+    """cblas_sgemm(RowMajor, NoTrans, NoTrans, m, n, k, 1, a, lda, b, ldb, 0, c, ldc) for
+    an ILP64 OpenBLAS's cblas_sgemm at address fn (int64 dimensions)."""
+    sig = types.void(types.intp, *([types.int64] * 3), *([types.intp, types.int64] * 3))
+
+    def codegen(context, builder, signature, args):
+        fn_address, m_, n_, k_, a_, lda_, b_, ldb_, c_, ldc_ = args
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        f32, fptr = ir.FloatType(), ir.FloatType().as_pointer()
+        fnty = ir.FunctionType(
+            ir.VoidType(),
+            [i32, i32, i32, i64, i64, i64, f32, fptr, i64, fptr, i64, f32, fptr, i64],
+        )
+        target = builder.inttoptr(fn_address, fnty.as_pointer())
+        row_major, no_trans = ir.Constant(i32, 101), ir.Constant(i32, 111)
+        one, zero = ir.Constant(f32, 1.0), ir.Constant(f32, 0.0)
+        builder.call(
+            target,
+            [
+                row_major, no_trans, no_trans, m_, n_, k_, one,
+                builder.inttoptr(a_, fptr), lda_, builder.inttoptr(b_, fptr), ldb_,
+                zero, builder.inttoptr(c_, fptr), ldc_,
+            ],
+        )  # fmt: skip
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def gemm_items(sgemm, a, b, out):
+    """out[i] = a[i] @ b[i] for float32 stacks of C-contiguous matrices, the items spread
+    over numba's threads, each one cblas_sgemm call (at address sgemm)."""
+    m, k, n = a.shape[1], a.shape[2], b.shape[2]
+    for i in numba.prange(a.shape[0]):
+        _call_sgemm(sgemm, m, n, k, a[i].ctypes.data, k, b[i].ctypes.data, n, out[i].ctypes.data, n)

@@ -167,3 +167,55 @@ def test_set_num_threads_stays_within_numbas_threads():
         assert nb.get_num_threads() == 1
     finally:
         nb.set_num_threads(before)
+
+
+@pytest.mark.parametrize("shape", [(36, 196, 64, 64), (16, 49, 96, 208), (12, 60, 128, 128)])
+def test_batched_matmul_spreads_small_products(shape):
+    import netbrew as nb
+
+    items, m, k, n = shape
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((items, m, k), dtype=np.float32)
+    b = rng.standard_normal((items, k, n), dtype=np.float32)
+    out = np.full((items, m, n), np.nan, np.float32)
+    threads = nb.get_num_threads()
+    assert blas_pool.batched_matmul(a, b, out)
+    np.testing.assert_allclose(out, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-3)
+    assert nb.get_num_threads() == threads  # BLAS has its threads back
+
+
+def test_batched_matmul_declines_what_it_does_not_pay_for_or_take():
+    rng = np.random.default_rng(6)
+
+    def case(items, m, k, n, dtype=np.float32):
+        a = rng.standard_normal((items, m, k)).astype(dtype)
+        b = rng.standard_normal((items, k, n)).astype(dtype)
+        return a, b, np.zeros((items, m, n), dtype)
+
+    for a, b, out in [
+        case(3, 5, 7, 9),  # too little work
+        case(4, 256, 256, 256),  # each product big enough for OpenBLAS's threads
+        case(36, 196, 64, 64, np.float64),
+    ]:
+        assert not blas_pool.batched_matmul(a, b, out)
+        assert not out.any()
+    a, b, out = case(36, 196, 64, 64)
+    assert not blas_pool.batched_matmul(a.transpose(0, 2, 1).copy().transpose(0, 2, 1), b, out)
+    assert not blas_pool.batched_matmul(a[:, None], b[:, None], out[:, None])
+
+
+def test_winograd_conv_spreads_its_products_and_matches_direct(monkeypatch):
+    """ResNet-50's 56x56 F(4x4) conv goes through batched_matmul, with the same result."""
+    from netbrew.operators import conv
+    from netbrew.operators.conv_winograd4 import winograd4_correlate, winograd4_weights
+
+    calls = []
+    real = blas_pool.batched_matmul
+    monkeypatch.setattr(blas_pool, "batched_matmul", lambda *a: calls.append(real(*a)) or calls[-1])
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 64, 56, 56), dtype=np.float32)
+    w = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+    y = winograd4_correlate(x, winograd4_weights(w), (1, 1, 1, 1))
+    (want,) = conv.conv_cpu(x.astype(np.float64), w.astype(np.float64), None, pads=[1, 1, 1, 1])
+    assert any(calls)  # the last strip of tile rows may be too small to spread
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

@@ -25,8 +25,9 @@ at once keeps one part per conv.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -127,6 +128,17 @@ def _pool(helpers: int) -> ThreadPoolExecutor:
         if pool is None or pool._max_workers < helpers:
             pool = _state["pool"] = ThreadPoolExecutor(helpers, thread_name_prefix="netbrew-batch")
         return pool
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """BLAS at one thread inside the block, as while a split runs (the two share one
+    count: BLAS gets its threads back when the last of them ends)."""
+    _enter()
+    try:
+        yield
+    finally:
+        _leave()
 
 
 def _enter() -> None:
