@@ -55,13 +55,15 @@ def start():
 
 
 @intrinsic
-def _call_sgemm(typingctx, fn, m, n, k, a, lda, b, ldb, c, ldc):
-    """cblas_sgemm(RowMajor, NoTrans, NoTrans, m, n, k, 1, a, lda, b, ldb, 0, c, ldc) for
-    an ILP64 OpenBLAS's cblas_sgemm at address fn (int64 dimensions)."""
-    sig = types.void(types.intp, *([types.int64] * 3), *([types.intp, types.int64] * 3))
+def _call_sgemm(typingctx, fn, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
+    """cblas_sgemm(RowMajor, ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, ldc) for an ILP64
+    OpenBLAS's cblas_sgemm at address fn (int64 dimensions; ta, tb 111 or 112)."""
+    sig = types.void(
+        types.intp, types.int32, types.int32, *([types.int64] * 3), *([types.intp, types.int64] * 3)
+    )
 
     def codegen(context, builder, signature, args):
-        fn_address, m_, n_, k_, a_, lda_, b_, ldb_, c_, ldc_ = args
+        fn_address, ta_, tb_, m_, n_, k_, a_, lda_, b_, ldb_, c_, ldc_ = args
         i32, i64 = ir.IntType(32), ir.IntType(64)
         f32, fptr = ir.FloatType(), ir.FloatType().as_pointer()
         fnty = ir.FunctionType(
@@ -69,12 +71,11 @@ def _call_sgemm(typingctx, fn, m, n, k, a, lda, b, ldb, c, ldc):
             [i32, i32, i32, i64, i64, i64, f32, fptr, i64, fptr, i64, f32, fptr, i64],
         )
         target = builder.inttoptr(fn_address, fnty.as_pointer())
-        row_major, no_trans = ir.Constant(i32, 101), ir.Constant(i32, 111)
         one, zero = ir.Constant(f32, 1.0), ir.Constant(f32, 0.0)
         builder.call(
             target,
             [
-                row_major, no_trans, no_trans, m_, n_, k_, one,
+                ir.Constant(i32, 101), ta_, tb_, m_, n_, k_, one,
                 builder.inttoptr(a_, fptr), lda_, builder.inttoptr(b_, fptr), ldb_,
                 zero, builder.inttoptr(c_, fptr), ldc_,
             ],
@@ -85,9 +86,8 @@ def _call_sgemm(typingctx, fn, m, n, k, a, lda, b, ldb, c, ldc):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def gemm_items(sgemm, a, b, out):
-    """out[i] = a[i] @ b[i] for float32 stacks of C-contiguous matrices, the items spread
-    over numba's threads, each one cblas_sgemm call (at address sgemm)."""
-    m, k, n = a.shape[1], a.shape[2], b.shape[2]
-    for i in numba.prange(a.shape[0]):
-        _call_sgemm(sgemm, m, n, k, a[i].ctypes.data, k, b[i].ctypes.data, n, out[i].ctypes.data, n)
+def gemm_items(sgemm, ta, tb, m, n, k, a, sa, lda, b, sb, ldb, c, sc, ldc, items):
+    """C_i = op(A_i) op(B_i) for i < items, A_i at address a + i * sa (bytes) and so on,
+    the items spread over numba's threads, one cblas_sgemm call (at address sgemm) each."""
+    for i in numba.prange(items):
+        _call_sgemm(sgemm, ta, tb, m, n, k, a + i * sa, lda, b + i * sb, ldb, c + i * sc, ldc)

@@ -144,46 +144,101 @@ def max_threads() -> int | None:
     return numba.config.NUMBA_NUM_THREADS
 
 
-SMALL_GEMM = 1_000_000
-"""M * N * K up to which OpenBLAS runs a GEMM on one thread, whatever its thread count (its
-small-matrix kernels); a batch of such GEMMs gains from spreading its items over the cores."""
 BATCH_MIN_WORK = 1 << 23
-"""Multiply-adds a batch of small GEMMs must have, in all, to be spread (about 0.1 ms of one
-core's work: a parallel region and two calls into BLAS cost a few microseconds)."""
+"""Multiply-adds a stack of GEMMs must have, in all, to be spread over the threads (about
+0.1 ms of one core's work: a parallel region and the calls into BLAS cost a few
+microseconds)."""
 
 
 def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
-    """out = a @ b for stacks a (B, M, K), b (B, K, N), out (B, M, N) of C-contiguous
-    float32, the B products spread over numba's threads, one single-threaded SGEMM each,
-    where that pays: True if done, False (nothing written) where the caller should call
-    np.matmul. Pays where the pool is installed (numba's threads are awake) and each product
-    is small enough that OpenBLAS would run it on one thread anyway (SMALL_GEMM), as the
-    Winograd convs' p^2 products of ResNet-50's 56x56 and 28x28 images are (36 of
-    196 x 64 x 64 and 49 x 128 x 128): op by op, 1.5-1.6x the speed of np.matmul's loop of
-    one-thread calls. OpenBLAS is held at one thread meanwhile (batch_split's refcount), so
-    no item can start a threaded call inside the parallel region."""
+    """out = a @ b (np.matmul's batch broadcasting) for float32 stacks of matrices, the
+    products spread over numba's threads, one single-threaded SGEMM each, where that pays:
+    True if done, False (nothing written) where the caller should call np.matmul.
+
+    It takes any layout BLAS can read in place: each matrix's rows or columns contiguous,
+    and the batch dims of each array collapsing to one stride; the output row-major per
+    matrix. It pays where the pool is installed (numba's threads awake) and the stack has
+    two products or more and BATCH_MIN_WORK multiply-adds: OpenBLAS runs a product of up
+    to 1e6 multiply-adds on one thread whatever its thread count, and splits a bigger one
+    into two halves that sync at every panel; whole products a thread lose neither.
+    Measured after a threaded GEMM, 2-core VM: Winograd's 36 x 196x64x64 555 -> 322 us and
+    36 x 49x128x128 657 -> 310 us, attention's 12 x 128x64x128 261 -> 144 us, a grouped 1x1
+    conv's 3 x 196x80x80 273 -> 139 us, 16 x 196x128x128 926 -> 732 us, 2 x 784x256x256
+    1239 -> 1201 us. OpenBLAS is held at one thread meanwhile (batch_split's refcount), so
+    no product starts a threaded call inside the parallel region.
+
+    In the models, only the Winograd convs gain (in-process A/B with it off: resnet50
+    0.975x, squeezenet 0.986x); MatMul's attention products (bert_layer), shufflenet's and
+    mobilenetv2's grouped convs measured within 1% either way, so they call np.matmul."""
     sgemm = _state.get("sgemm")
-    if not sgemm or a.ndim != 3 or a.shape[0] < 2:
+    if not sgemm or a.ndim < 2 or b.ndim < 2 or out.ndim < 3:
         return False
-    items, m, k = a.shape
+    if not (a.dtype == b.dtype == out.dtype == np.float32):
+        return False
+    m, k = a.shape[-2:]
     n = b.shape[-1]
-    if m * n * k > SMALL_GEMM or items * m * n * k < BATCH_MIN_WORK:
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
         return False
-    if (
-        not all(
-            x.dtype == np.float32 and x.flags.c_contiguous and x.shape[0] == items
-            for x in (a, b, out)
-        )
-        or b.shape[1] != k
-        or out.shape[1:] != (m, n)
-    ):
+    items = int(np.prod(batch))
+    if items < 2 or items * m * n * k < BATCH_MIN_WORK or b.shape[-2] != k:
+        return False
+    if out.shape != (*batch, m, n):
+        return False
+    sa, sb, sc = (_batch_stride(x, batch) for x in (a, b, out))
+    la, lb, lc = _blas_layout(a), _blas_layout(b), _blas_layout(out)
+    if None in (sa, sb, sc, la, lb, lc) or lc[0] != NO_TRANS or not sc:
+        return False
+    if np.may_share_memory(out, a) or np.may_share_memory(out, b):
         return False
     from netbrew import blas_jobs
     from netbrew.operators import batch_split
 
     with batch_split.one_blas_thread():
-        blas_jobs.gemm_items(sgemm, a, b, out)
+        blas_jobs.gemm_items(
+            sgemm, la[0], lb[0], m, n, k,
+            a.ctypes.data, sa, la[1], b.ctypes.data, sb, lb[1], out.ctypes.data, sc, lc[1],
+            items,
+        )  # fmt: skip
     return True
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """np.matmul(a, b, out=out), through `batched_matmul` where that takes it."""
+    if not batched_matmul(a, b, out):
+        np.matmul(a, b, out=out)
+    return out
+
+
+NO_TRANS, TRANS = 111, 112
+"""CBLAS's CblasNoTrans and CblasTrans."""
+
+
+def _blas_layout(x: np.ndarray) -> tuple[int, int] | None:
+    """(NO_TRANS, row stride) where x's matrices (its last two dims) have contiguous rows,
+    (TRANS, column stride) where they have contiguous columns, in elements; else None."""
+    rows, cols = x.shape[-2:]
+    s_r, s_c = (s // x.itemsize for s in x.strides[-2:])
+    if any(s % x.itemsize for s in x.strides[-2:]):
+        return None
+    if (s_c == 1 or cols == 1) and s_r >= max(cols, 1):
+        return NO_TRANS, s_r
+    if (s_r == 1 or rows == 1) and s_c >= max(rows, 1):
+        return TRANS, s_c
+    return None
+
+
+def _batch_stride(x: np.ndarray, batch: tuple[int, ...]) -> int | None:
+    """The one byte stride between x's consecutive matrices over the broadcast batch
+    dims (0 where x has no batch of its own), or None where its batch dims do not collapse
+    into one."""
+    full = np.broadcast_to(x, (*batch, *x.shape[-2:]))
+    dims = [(size, stride) for size, stride in zip(full.shape[:-2], full.strides[:-2]) if size > 1]
+    for (_, outer), (size, inner) in zip(dims, dims[1:]):
+        if outer != inner * size:
+            return None
+    return dims[-1][1] if dims else 0
 
 
 def _reset_in_child() -> None:

@@ -169,19 +169,48 @@ def test_set_num_threads_stays_within_numbas_threads():
         nb.set_num_threads(before)
 
 
-@pytest.mark.parametrize("shape", [(36, 196, 64, 64), (16, 49, 96, 208), (12, 60, 128, 128)])
-def test_batched_matmul_spreads_small_products(shape):
+def _layouts(rng):
+    """(a, b, out) stacks in the layouts netbrew's ops hand over: plain, a transposed B
+    (attention's K^T), a 2-D A broadcast over the batch (a conv's weights), a 4-D batch,
+    an output whose matrices are strided rows of a bigger array (a shuffled grouped conv),
+    and products big enough that OpenBLAS would thread each."""
+    f = np.float32
+    cases = []
+    a, b = rng.standard_normal((36, 196, 64), dtype=f), rng.standard_normal((36, 64, 64), dtype=f)
+    cases.append((a, b, np.empty((36, 196, 64), f)))
+    k = rng.standard_normal((12, 128, 64), dtype=f)
+    cases.append(
+        (
+            rng.standard_normal((12, 128, 64), dtype=f),
+            k.transpose(0, 2, 1),
+            np.empty((12, 128, 128), f),
+        )
+    )
+    w = rng.standard_normal((3, 80, 240), dtype=f)
+    cols = rng.standard_normal((2, 3, 240, 196), dtype=f)
+    cases.append((w, cols[1:], np.empty((1, 3, 80, 196), f)))
+    shuffled = np.empty((1, 80, 3, 196), f)
+    cases.append((w, cols[:1], shuffled.transpose(0, 2, 1, 3)))
+    cases.append(
+        (
+            rng.standard_normal((4, 256, 256), dtype=f),
+            rng.standard_normal((4, 256, 256), dtype=f),
+            np.empty((4, 256, 256), f),
+        )
+    )
+    return cases
+
+
+def test_batched_matmul_spreads_stacks_in_every_layout_ops_use():
     import netbrew as nb
 
-    items, m, k, n = shape
-    rng = np.random.default_rng(5)
-    a = rng.standard_normal((items, m, k), dtype=np.float32)
-    b = rng.standard_normal((items, k, n), dtype=np.float32)
-    out = np.full((items, m, n), np.nan, np.float32)
     threads = nb.get_num_threads()
-    assert blas_pool.batched_matmul(a, b, out)
-    np.testing.assert_allclose(out, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-3)
-    assert nb.get_num_threads() == threads  # BLAS has its threads back
+    for a, b, out in _layouts(np.random.default_rng(5)):
+        out[...] = np.nan
+        assert blas_pool.batched_matmul(a, b, out), (a.shape, b.shape, out.shape)
+        want = np.matmul(a.astype(np.float64), b)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+        assert nb.get_num_threads() == threads  # BLAS has its threads back
 
 
 def test_batched_matmul_declines_what_it_does_not_pay_for_or_take():
@@ -192,16 +221,27 @@ def test_batched_matmul_declines_what_it_does_not_pay_for_or_take():
         b = rng.standard_normal((items, k, n)).astype(dtype)
         return a, b, np.zeros((items, m, n), dtype)
 
-    for a, b, out in [
+    a, b, _ = case(36, 196, 64, 64)
+    declined = [
         case(3, 5, 7, 9),  # too little work
-        case(4, 256, 256, 256),  # each product big enough for OpenBLAS's threads
+        case(1, 512, 512, 512),  # one product: OpenBLAS threads it
         case(36, 196, 64, 64, np.float64),
-    ]:
-        assert not blas_pool.batched_matmul(a, b, out)
-        assert not out.any()
-    a, b, out = case(36, 196, 64, 64)
-    assert not blas_pool.batched_matmul(a.transpose(0, 2, 1).copy().transpose(0, 2, 1), b, out)
-    assert not blas_pool.batched_matmul(a[:, None], b[:, None], out[:, None])
+        (a, b, np.zeros((36, 64, 196), np.float32).transpose(0, 2, 1)),  # column-major out
+        (a[:, :, ::2], b[:, ::2], np.zeros((36, 196, 64), np.float32)),  # no unit stride
+        (a, b, a[:, :, :64]),  # out overlaps a
+        (  # weights shared by 2 images of 3 groups: batch strides (0, s) do not collapse
+            rng.standard_normal((3, 80, 240)).astype(np.float32),
+            rng.standard_normal((2, 3, 240, 196)).astype(np.float32),
+            np.zeros((2, 3, 80, 196), np.float32),
+        ),
+    ]
+    for x, y, out in declined:
+        before = out.copy()
+        assert not blas_pool.batched_matmul(x, y, out)
+        np.testing.assert_array_equal(out, before)
+    out = np.zeros((36, 98, 64), np.float32)  # every other row of a: rows 2 apart, fine
+    assert blas_pool.batched_matmul(a[:, ::2], b, out)
+    np.testing.assert_allclose(out, np.matmul(a[:, ::2], b), rtol=1e-4, atol=1e-3)
 
 
 def test_winograd_conv_spreads_its_products_and_matches_direct(monkeypatch):

@@ -153,8 +153,7 @@ def tiled_correlate(
             r1 = min(th, r0 + rows)
             block = _transform_input(images, r0, r1 - r0, tw, bt)
             prods = scratch("wino_m", (p * p, block.shape[1], m), x.dtype)
-            if not blas_pool.batched_matmul(block, u, prods):
-                np.matmul(block, u, out=prods)
+            blas_pool.matmul(block, u, prods)
             _write_outputs(prods, y[n : n + step], r0, r1, tw, at, bias, relu)
     return y.transpose(0, 3, 1, 2)
 
