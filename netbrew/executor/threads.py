@@ -25,7 +25,9 @@ Where NumPy's BLAS is OpenBLAS and numba is on, OpenBLAS's threaded jobs run on 
 OpenMP threads (netbrew.blas_pool): one pool of threads for GEMMs and numba kernels, which
 spin briefly between them, so the numba kernels of a single image (epilogues, pools,
 depthwise convs, Winograd tile placement) run parallel at far smaller sizes than when they
-had to wake sleeping threads beside OpenBLAS's spinning worker.
+had to wake sleeping threads beside OpenBLAS's spinning worker, and a Winograd conv's
+batch of small GEMMs, which OpenBLAS runs on one thread each, goes over the cores a product
+a thread (blas_pool.batched_matmul).
 
 Why a single image's NumPy passes (bias, Relu, copies, Winograd transforms, pools) are not
 split over Python threads, as onnxruntime's intra-op pool splits its kernels: it was built
