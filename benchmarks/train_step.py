@@ -198,17 +198,22 @@ def batch_of(name: str, batch: int) -> tuple[np.ndarray, np.ndarray]:
     return x, rng.integers(0, 10, batch).astype(np.int32)
 
 
+def restore_environment(values: dict[str, str | None]) -> None:
+    """Sets each variable to its value, or unsets it where the value is None."""
+    for var, value in values.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
+
+
 def worker(
     runtime: str, name: str, batch: int, widths, steps: int, args, started_with, queue
 ) -> None:
     """In a spawned process: time `steps` steps of `runtime` after the warm-up ones.
     `started_with` is the OpenMP environment the parent script started with."""
     if runtime == "PyTorch":  # torch's OpenMP reads these when torch loads
-        for var, value in started_with.items():
-            if value is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = value
+        restore_environment(started_with)
     try:
         with threads(args.threads):
             x, y = batch_of(name, batch)

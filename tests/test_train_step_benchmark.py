@@ -72,3 +72,19 @@ def test_split_batches_train_the_same_weights(train_step, monkeypatch, net_type)
     assert whole.keys() == split.keys()
     for name, w in whole.items():
         np.testing.assert_allclose(split[name], w, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_torch_gets_the_openmp_environment_the_script_started_with(train_step, monkeypatch):
+    """netbrew's import sets OpenMP's wait for numba; a spawned child inherits that, so the
+    parent hands torch's process the values it started with (torch's LeNet step took 2.6x
+    as long under netbrew's OMP_WAIT_POLICY=PASSIVE)."""
+    import os
+
+    import netbrew.jit  # noqa: F401  (has set netbrew's OpenMP variables by now)
+
+    assert set(train_step.STARTED_WITH) == {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "10000")
+    train_step.restore_environment({"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": "300000"})
+    assert "OMP_WAIT_POLICY" not in os.environ
+    assert os.environ["GOMP_SPINCOUNT"] == "300000"
