@@ -24,8 +24,11 @@ shufflenet 5.2-5.5 ms against 5.9-6.6, mobilenetv2 7.8-8.0 against 8.5-8.8, resn
 against 53.7-54.5.
 
 Installed where netbrew.jit is enabled, OpenBLAS (pthreads build) is the BLAS NumPy
-loaded, it has the callback, and numba's threading layer is OpenMP or TBB (the workqueue
-layer cannot take launches from two threads at once, as a `dag` net's workers make).
+loaded, it has the callback, and numba's threading layer is OpenMP without OMP_DYNAMIC: an
+OpenMP team runs each of its threads' iterations at once, which the jobs need. (numba's
+workqueue layer cannot take launches from two threads at once, as a `dag` net's workers
+make; TBB may run two iterations one after the other on one thread; a dynamic OpenMP team
+may have fewer threads than jobs.)
 NETBREW_BLAS_POOL=0 keeps OpenBLAS's own threads. A forked child goes back to them (GNU
 OpenMP cannot be used in a child forked after its team ran).
 """
@@ -96,7 +99,7 @@ def install() -> bool:
             from netbrew import blas_jobs
 
             layer, callback = blas_jobs.start()
-            if layer not in ("omp", "tbb"):
+            if layer != "omp" or os.environ.get("OMP_DYNAMIC", "").lower() in ("1", "true"):
                 return False
             address = callback.address
             _state["callback"] = callback  # kept alive while OpenBLAS holds its address

@@ -146,6 +146,14 @@ def test_environment_switch_and_openmp_wait():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert on.stdout.split() == ["True", "None", "10000"]
+    dynamic = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "OMP_DYNAMIC": "true"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert dynamic.stdout.split()[0] == "False"  # a dynamic team may lack a thread a job needs
 
 
 def test_set_num_threads_stays_within_numbas_threads():
