@@ -134,26 +134,20 @@ def test_environment_switch_and_openmp_wait():
         " os.environ.get('GOMP_SPINCOUNT'))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    off = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**env, "NETBREW_BLAS_POOL": "0"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert off.stdout.split() == ["False", "PASSIVE", "None"]
-    on = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    assert on.stdout.split() == ["True", "None", "10000"]
-    dynamic = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**env, "OMP_DYNAMIC": "true"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert dynamic.stdout.split()[0] == "False"  # a dynamic team may lack a thread a job needs
+
+    def run(**extra):
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.split()
+
+    assert run(NETBREW_BLAS_POOL="0") == ["False", "PASSIVE", "None"]
+    assert run() == ["True", "None", "10000"]
+    assert run(OMP_DYNAMIC="true")[0] == "False"  # a dynamic team may lack a thread a job needs
 
 
 def test_set_num_threads_stays_within_numbas_threads():
