@@ -29,7 +29,11 @@ OpenMP team runs each of its threads' iterations at once, which the jobs need. (
 workqueue layer cannot take launches from two threads at once, as a `dag` net's workers
 make; TBB may run two iterations one after the other on one thread; a dynamic OpenMP team
 may have fewer threads than jobs.)
-NETBREW_BLAS_POOL=0 keeps OpenBLAS's own threads. A forked child goes back to them (GNU
+NETBREW_BLAS_POOL=0 keeps OpenBLAS's own threads. While the pool is on, OpenBLAS must not
+get more threads than numba has: `install` and netbrew's `set_num_threads` cap them, but a
+count raised past numba's through threadpoolctl directly would leave a call's jobs waiting
+for a thread that never comes (raise NUMBA_NUM_THREADS with it, or set
+NETBREW_BLAS_POOL=0). A forked child goes back to them (GNU
 OpenMP cannot be used in a child forked after its team ran).
 """
 
