@@ -202,6 +202,8 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     from netbrew import blas_jobs
     from netbrew.operators import batch_split
 
+    if batch_split.inside():  # a part of a split batch: the other cores run the other parts
+        return False
     with batch_split.one_blas_thread():
         blas_jobs.gemm_items(
             sgemm, la[0], lb[0], m, n, k,

@@ -261,3 +261,17 @@ def test_winograd_conv_spreads_its_products_and_matches_direct(monkeypatch):
     (want,) = conv.conv_cpu(x.astype(np.float64), w.astype(np.float64), None, pads=[1, 1, 1, 1])
     assert any(calls)  # the last strip of tile rows may be too small to spread
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_batched_matmul_leaves_a_split_batchs_parts_alone(monkeypatch):
+    """Inside one part of a batch split over the cores (a training conv), the other cores
+    run the other parts: no parallel region of its own."""
+    from netbrew.operators import batch_split
+
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((36, 196, 64), dtype=np.float32)
+    b = rng.standard_normal((36, 64, 64), dtype=np.float32)
+    out = np.zeros((36, 196, 64), np.float32)
+    monkeypatch.setattr(batch_split._local, "inside", True, raising=False)
+    assert not blas_pool.batched_matmul(a, b, out)
+    assert not out.any()
