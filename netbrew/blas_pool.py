@@ -10,8 +10,9 @@ and it competes for the core with OpenBLAS's spinning worker. The kernels' paral
 thresholds had to be high, and most ran on one core.
 
 OpenBLAS 0.3.27 and later let the caller run its parallel jobs
-(openblas_set_threads_callback_function): `install` hands it `_callback`, a numba cfunc
-that runs the jobs of each threaded BLAS call as one `prange` over numba's OpenMP team.
+(openblas_set_threads_callback_function): `install` hands it a numba cfunc
+(netbrew.blas_jobs) that runs the jobs of each threaded BLAS call as one `prange` over
+numba's OpenMP team.
 OpenBLAS's own workers then never run again, OpenMP's threads spin briefly after each
 region (netbrew.jit sets GOMP_SPINCOUNT=10000 and leaves OMP_WAIT_POLICY unset when this
 pool is on), and a parallel numba kernel right after a GEMM starts in microseconds, so
@@ -28,13 +29,16 @@ loaded, it has the callback, and numba's threading layer is OpenMP without OMP_D
 OpenMP team runs each of its threads' iterations at once, which the jobs need. (numba's
 workqueue layer cannot take launches from two threads at once, as a `dag` net's workers
 make; TBB may run two iterations one after the other on one thread; a dynamic OpenMP team
-may have fewer threads than jobs.)
-NETBREW_BLAS_POOL=0 keeps OpenBLAS's own threads. While the pool is on, OpenBLAS must not
-get more threads than numba has: `install` and netbrew's `set_num_threads` cap them, but a
-count raised past numba's through threadpoolctl directly would leave a call's jobs waiting
-for a thread that never comes (raise NUMBA_NUM_THREADS with it, or set
-NETBREW_BLAS_POOL=0). A forked child goes back to them (GNU
-OpenMP cannot be used in a child forked after its team ran).
+may have fewer threads than jobs.) NETBREW_BLAS_POOL=0 keeps OpenBLAS's own threads, and
+so does a forked child (GNU OpenMP cannot be used in a child forked after its team ran).
+
+While the pool is on, OpenBLAS must not get more threads than numba has: `install` and
+netbrew's `set_num_threads` cap them, but a count raised past numba's through threadpoolctl
+directly would leave a call's jobs waiting for a thread that never comes (raise
+NUMBA_NUM_THREADS with it, or set NETBREW_BLAS_POOL=0).
+
+With numba's threads awake between kernels, `batched_matmul` spreads a stack of GEMMs over
+them, a product a thread (the Winograd convs' p^2 products).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import ctypes
 import os
 import threading
 
-import numpy as np  # noqa: F401  (loads the BLAS that threadpoolctl then finds)
+import numpy as np
 
 _lock = threading.Lock()
 _state: dict = {"libs": None, "installed": [], "fork_hook": False}
