@@ -8,6 +8,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 
@@ -35,6 +36,47 @@ def run_jobs(dojob, jobs, size, data, buffer):
         _call_job(dojob, np.int32(i), data + i * size, np.int32(buffer))
 
 
+@intrinsic
+def _team(typingctx):
+    """The calling thread's numba thread count: the threading layer's get_num_threads,
+    linked by name (numba.get_num_threads inside a kernel is a ctypes pointer, which
+    numba's cache cannot keep)."""
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.IntType(32), [])
+        return builder.call(
+            cgutils.get_or_insert_function(builder.module, fnty, "get_num_threads"), []
+        )
+
+    return types.int32(), codegen
+
+
+@intrinsic
+def _set_team(typingctx, n):
+    """Sets the calling thread's numba thread count (the layer's set_num_threads, by name)."""
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(32)])
+        builder.call(cgutils.get_or_insert_function(builder.module, fnty, "set_num_threads"), args)
+        return context.get_dummy_value()
+
+    return types.void(types.int32), codegen
+
+
+@numba.njit(nogil=True, cache=True)
+def _run_jobs_in_team(dojob, jobs, size, data, buffer):
+    """`run_jobs` with a team of at least `jobs` threads: the jobs wait on each other, so
+    a calling thread whose numba thread count is below the job count
+    (numba.set_num_threads(1), say) gets `jobs` for this region (blas_pool caps OpenBLAS's
+    threads at numba's most)."""
+    team = _team()
+    if jobs > team:
+        _set_team(np.int32(jobs))
+    run_jobs(dojob, jobs, size, data, buffer)
+    if jobs > team:
+        _set_team(team)
+
+
 _SIGNATURE = types.void(types.int32, types.intp, types.int32, types.intp, types.intp, types.int32)
 """void callback(int sync, openblas_dojob_callback dojob, int numjobs, size_t jobdata_elsize,
 void *jobdata, int dojob_data), the pointers taken as integers (the same registers and
@@ -42,7 +84,7 @@ stack slots on the 64-bit ABIs numba targets)."""
 
 
 def _callback(sync, dojob, jobs, size, data, buffer):
-    run_jobs(dojob, jobs, size, data, buffer)
+    _run_jobs_in_team(dojob, jobs, size, data, buffer)
 
 
 def start():

@@ -275,3 +275,23 @@ def test_batched_matmul_leaves_a_split_batchs_parts_alone(monkeypatch):
     monkeypatch.setattr(batch_split._local, "inside", True, raising=False)
     assert not blas_pool.batched_matmul(a, b, out)
     assert not out.any()
+
+
+def test_a_thread_with_fewer_numba_threads_still_gets_a_team_for_the_jobs():
+    """numba.set_num_threads(1) on the calling thread must not leave OpenBLAS's two jobs
+    to run one after the other (each waits on the other): the region gets a team of the
+    job count, and the thread keeps its count. A subprocess, so a hang fails by timeout."""
+    code = (
+        "import numba, numpy as np, netbrew\n"
+        "from netbrew import blas_pool, jit\n"
+        "jit._start_pool()\n"
+        "assert blas_pool.installed()\n"
+        "numba.set_num_threads(1)\n"
+        "a = np.random.default_rng(0).standard_normal((600, 600)).astype(np.float32)\n"
+        "err = np.abs(a @ a - a.astype(np.float64) @ a).max()\n"
+        "print(err < 1e-2, numba.get_num_threads())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["True", "1"]
