@@ -50,7 +50,7 @@ import threading
 import numpy as np
 
 _lock = threading.Lock()
-_state: dict = {"libs": None, "installed": [], "fork_hook": False}
+_state: dict = {"libs": None, "installed": [], "callback": None, "sgemm": None, "fork_hook": False}
 
 
 def wanted() -> bool:
@@ -129,10 +129,15 @@ def install() -> bool:
 def uninstall() -> None:
     """Gives OpenBLAS its own threads back."""
     with _lock:
-        for setter in _state["installed"]:
-            setter(None)
-        _state["installed"] = []
-        _state["sgemm"] = None
+        _clear()
+
+
+def _clear() -> None:
+    """Every OpenBLAS back on its own threads, and nothing left to call through."""
+    for setter in _state["installed"]:
+        setter(None)
+    _state["installed"] = []
+    _state["sgemm"] = None
 
 
 def _sgemm_address(controller) -> int | None:
@@ -181,8 +186,12 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     In the models, only the Winograd convs gain (in-process A/B with it off: resnet50
     0.975x, squeezenet 0.986x); MatMul's attention products (bert_layer), shufflenet's and
     mobilenetv2's grouped convs measured within 1% either way, so they call np.matmul."""
-    sgemm = _state.get("sgemm")
+    from netbrew.operators import batch_split
+
+    sgemm = _state["sgemm"]
     if not sgemm or a.ndim < 2 or b.ndim < 2 or out.ndim < 3:
+        return False
+    if batch_split.inside():  # a part of a split batch: the other cores run the other parts
         return False
     if not (a.dtype == b.dtype == out.dtype == np.float32):
         return False
@@ -203,11 +212,8 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
         return False
     if np.may_share_memory(out, a) or np.may_share_memory(out, b):
         return False
-    from netbrew import blas_jobs
-    from netbrew.operators import batch_split
+    from netbrew import blas_jobs  # needs numba, which an installed pool implies
 
-    if batch_split.inside():  # a part of a split batch: the other cores run the other parts
-        return False
     with batch_split.one_blas_thread():
         blas_jobs.gemm_items(
             sgemm, la[0], lb[0], m, n, k,
@@ -255,7 +261,4 @@ def _batch_stride(x: np.ndarray, batch: tuple[int, ...]) -> int | None:
 
 
 def _reset_in_child() -> None:
-    for setter in _state["installed"]:
-        setter(None)
-    _state["installed"] = []
-    _state["sgemm"] = None
+    _clear()  # without the lock: a fork may have copied it held

@@ -11,8 +11,8 @@ Every step is a GEMM or one copy, so numpy spends its time in BLAS, not in per-r
 1. the padded image goes channels-last, (Hp, Wp, C), in the same copy that pads it;
 2. rows: B^T (p, p) times each tile row's p image rows, (p, Wp * C) read in place;
 3. columns: one copy gathers the p columns of every tile, then B^T times all of them;
-4. the p^2 GEMMs with U (p^2, C, M), spread over the cores by blas_pool.batched_matmul
-   where each is small enough that OpenBLAS runs it on one thread;
+4. the p^2 GEMMs with U (p^2, C, M), a product a thread over the cores where
+   blas_pool.batched_matmul takes them (OpenBLAS runs each small one on one thread);
 5. A^T (t, p) over the patch columns, then over the patch rows: t^2 outputs per tile;
 6. one copy puts each tile's t x t block in place, adding the bias; where the JIT is on,
    a numba loop (`_place_tiles`) does it with the Relu in the same pass (op by op 0.91-1.0x
