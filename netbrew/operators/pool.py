@@ -1,7 +1,8 @@
 """MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool.
 
 MaxPool and AveragePool of channels-last images (2-D windows) run pool_jit's numba loop
-where the JIT is on, and answer channels-last. The NumPy kernels, its fallback and oracle,
+where the JIT is on, and answer channels-last; C-ordered 2x2 stride-2 max pools that tile
+their input run its loop for that window. The NumPy kernels, its fallback and oracle,
 reduce strided views of the padded input, one vectorised step per kernel offset along one
 axis at a time (window.window_reduce: k1 + k2 steps for a k1 x k2 window, never a loop over
 pixels). MaxPool with Indices reduces over all K offsets at once to track the first max.
@@ -104,6 +105,8 @@ def max_pool_cpu(
         best = pool_jit.pool(x, win, True, None)
         if best is not None:
             return best, None
+        if pool_jit.tiles_2x2(x, win):
+            return pool_jit.max_pool_2x2(x), None
         best = window_reduce(x.astype(work, copy=False), win, np.maximum, lowest(work))
         return best.astype(x.dtype, copy=False), None
     best, arg = window_max(max_slices(x.astype(work, copy=False), win))

@@ -36,7 +36,8 @@ schema(
     attrs=WINDOW_ATTRS,
     dtypes="float",
     onnx=False,
-    doc="dX[n, c, i] = sum of dY[n, c, o] over the windows o whose first max is X[n, c, i]; "
+    doc="dX[n, c, i] = sum of dY[n, c, o] over the windows o whose first max (a NaN max: "
+    "first NaN) is X[n, c, i]; "
     "X (N, C, D1..Dn), Y and dY (N, C, O1..On) -> dX like X; attributes as MaxPool: "
     f"{WINDOW_DEFAULTS}",
 )
@@ -121,9 +122,12 @@ def max_pool_gradient_cpu(
     **attrs,
 ) -> tuple[np.ndarray]:
     """Routes each dY pixel to the first max of its window (ties: the first in row-major
-    kernel order, like the forward's Indices). `attrs`: auto_pad, dilations, pads, strides."""
+    kernel order, like the forward's Indices; a NaN max: the window's first NaN).
+    `attrs`: auto_pad, dilations, pads, strides."""
     win = _checked_window(x, dy, kernel_shape, ceil_mode, attrs, "MaxPool")
     check_grad_shape(y, dy.shape, "dY", slot="Y")
+    if pool_jit.tiles_2x2(x, win) and y.dtype == x.dtype:
+        return (pool_jit.max_pool_2x2_gradient(x, y, _like_x(x, dy)),)
     planes = pool_jit.plane_window(x, win)
     if planes is not None and y.dtype == x.dtype:
         xp, dims = planes
@@ -137,8 +141,17 @@ def max_pool_gradient_cpu(
     count = len(slices)
     arg = np.zeros(y.shape, np.min_scalar_type(count - 1))
     for j in reversed(range(count)):  # the smallest offset where X equals the max wins
-        np.putmask(arg, slices[j] == y, j)
+        np.putmask(arg, is_max(slices[j], y), j)
     return (scatter_picks(_like_x(x, dy), arg, win, x.shape[2:]),)
+
+
+def is_max(values: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Where `values` are the window max `y`: equal to it, or NaN where the max is NaN (the
+    NaN made the max, and its gradient goes there, as in PyTorch)."""
+    hit = values == y
+    if values.dtype.kind == "f":
+        hit |= np.isnan(values) & np.isnan(y)
+    return hit
 
 
 def _tiles(win: Window, spatial: Sequence[int]) -> bool:
@@ -154,14 +167,14 @@ def _tiles(win: Window, spatial: Sequence[int]) -> bool:
 def _tiled_max_gradient(x, y, dy, win: Window) -> np.ndarray:
     """One strided view per kernel offset: each dY goes to the first X equal to its max.
     The NumPy path for windows that tile the input; where the JIT is on,
-    `pool_jit.max_pool_grad_2d` takes them too (2x2 stride 2, 2 cores: 0.35-0.4x this
-    path's time on LeNet's 8x8 and 4x4 planes at batch 64, 0.39-0.64x at 112x112 and
-    28x28)."""
+    `pool_jit.max_pool_2x2_gradient` takes 2x2 stride-2 ones and `pool_jit.max_pool_grad_2d`
+    the others (2x2 stride 2, 2 cores: 0.35-0.4x this path's time on LeNet's 8x8 and 4x4
+    planes at batch 64, 0.39-0.64x at 112x112 and 28x28)."""
     dx = np.zeros(x.shape, dtype=x.dtype)
     taken = np.zeros(y.shape, dtype=bool)
     for offset in np.ndindex(*win.kernel):
         view = (slice(None), slice(None), *(slice(o, None, k) for o, k in zip(offset, win.kernel)))
-        hit = x[view] == y
+        hit = is_max(x[view], y)
         hit &= ~taken
         taken |= hit
         np.multiply(dy, hit, out=dx[view])

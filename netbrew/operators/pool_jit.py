@@ -5,23 +5,31 @@ Forward (`pool`): an input that is a channels-last view (conv_last's depthwise a
 convs hand those on) pools channels-last, each tap one vectorised run along the channels,
 and answers channels-last too, so the chain stays in that layout. Inside ShuffleNet its
 three 3x3 stride-2 AveragePools took 0.27 against 0.51 ms (window.window_reduce over the
-same views). C-ordered inputs keep the NumPy kernel: a plane-by-plane numba loop (rows
-reduced into a buffer, then columns, all vectorised) ran 0.5-0.7x NumPy's time op by op,
-but inside squeezenet and ShuffleNet it ran as slow or slower (squeezenet's 128x55x55 and
-256x27x27 MaxPools 0.47 and 0.34 ms against 0.41 and 0.25), and transposing a C-ordered
-input to pool channels-last costs more than it saves.
+same views). Other C-ordered inputs keep the NumPy kernel: a plane-by-plane numba loop for
+any window (rows reduced into a buffer, then columns, all vectorised) ran 0.5-0.7x NumPy's
+time op by op, but inside squeezenet and ShuffleNet it ran as slow or slower (squeezenet's
+128x55x55 and 256x27x27 MaxPools 0.47 and 0.34 ms against 0.41 and 0.25), and transposing a
+C-ordered input to pool channels-last costs more than it saves.
 
-Gradient: each (n, c) plane is one `prange` iteration, so the planes spread over the cores
-and the windows of one plane (the only ones that overlap) stay on one thread: dX is
-scattered without races. A window reads its pixels in place, skipping the padding, so no
-padded copy is made. Measured against the NumPy path, interleaved in one process (2 cores
-shared with other jobs, so ratios of medians, numba / NumPy): MaxPoolGradient 3x3 windows
-0.4-0.6x on inception/squeezenet-sized planes (64x112x112 s2, 480x28x28 s1 pad 1,
-96x109x109 s2) and 0.4x at (32, 64, 32, 32) 3x3 s2 pad 1; parallel=False measured 0.5-0.7x.
-Windows that tile the input (2x2 stride 2, the demo's) keep NumPy's strided path, which this
-loop lost to (1.6x). AveragePoolGradient (0.2-3x, no steady gain over col2im) and
-GlobalAveragePool (NumPy's reduction takes 35-150 us; a parallel launch alone costs more)
-stay NumPy.
+2x2 stride-2 max pools that tile a C-ordered input (LeNet's, VGG's) take `max_pool_2x2`
+and `max_pool_2x2_gradient`, loops written for that one window: the kernel and stride are
+constants there, so each output is four loads and three selects. Against the paths they
+replace, 2 cores: forward 0.2-0.25x op by op on LeNet's 64x16x8x8 and 64x32x4x4 pools,
+0.05-0.07x on a 64x224x224 (VGG's first; a numba loop for any window, its sizes passed in,
+ran 0.85x); gradient 0.4-0.85x op by op on LeNet's, 0.2x and 0.15x on 64x224x224 and
+256x56x56 against max_pool_grad_2d. LeNet's training step, in-process A/B: 1.80 against
+2.02 ms.
+
+Gradient of other windows: each (n, c) plane is one `prange` iteration, so the planes spread
+over the cores and the windows of one plane (the only ones that overlap) stay on one
+thread: dX is scattered without races. A window reads its pixels in place, skipping the
+padding, so no padded copy is made. Measured against the NumPy path, interleaved in one
+process (2 cores shared with other jobs, so ratios of medians, numba / NumPy):
+MaxPoolGradient 3x3 windows 0.4-0.6x on inception/squeezenet-sized planes (64x112x112 s2,
+480x28x28 s1 pad 1, 96x109x109 s2) and 0.4x at (32, 64, 32, 32) 3x3 s2 pad 1;
+parallel=False measured 0.5-0.7x. AveragePoolGradient (0.2-3x, no steady gain over col2im)
+and GlobalAveragePool (NumPy's reduction takes 35-150 us; a parallel launch alone costs
+more) stay NumPy.
 
 The NumPy kernels in pool.py and pool_grad.py stay as the fallback and as the tests'
 oracle; `plane_window` says when the gradient kernel applies (float32/float64, one or two
@@ -59,8 +67,9 @@ def plane_window(x: np.ndarray, win: Window) -> tuple[np.ndarray, tuple[int, ...
 @jit.kernel
 def max_pool_grad_2d(x, y, dy, kh, kw, sh, sw, dh, dw, ph, pw, dx):
     """dx = 0, then each dy[n, c, i, j] added at the first pixel of window (i, j), in
-    row-major kernel order, that equals y[n, c, i, j]; where none does (a NaN max), at the
-    window's first pixel if it lies inside x, as the NumPy kernel routes it."""
+    row-major kernel order, that equals y[n, c, i, j] (is NaN where that is NaN); where none
+    does (a y not pooled from x), at the window's first pixel if it lies inside x, as the
+    NumPy kernel routes it."""
     batch, channels, height, width = x.shape
     oh, ow = dy.shape[2], dy.shape[3]
     for p in jit.prange(batch * channels):
@@ -77,7 +86,8 @@ def max_pool_grad_2d(x, y, dy, kh, kw, sh, sw, dh, dw, ph, pw, dx):
                     if 0 <= r < height:
                         for b in range(kw):
                             s = j * sw + b * dw - pw
-                            if 0 <= s < width and x[n, c, r, s] == want:
+                            v = x[n, c, r, s]
+                            if 0 <= s < width and (v == want or (v != v and want != want)):
                                 dx[n, c, r, s] += dy[n, c, i, j]
                                 found = True
                                 break
@@ -152,3 +162,85 @@ def _pool_last(x, y, kh, kw, sh, sw, dh, dw, top, left, is_max, counts):
                             out[c] += src[c]
             if not is_max:
                 out /= counts[oh, ow]
+
+
+def tiles_2x2(x: np.ndarray, win: Window) -> bool:
+    """Whether `max_pool_2x2` and `max_pool_2x2_gradient` take this pool: the JIT is on, x
+    is a C-ordered float32/float64 (N, C, H, W), and the 2x2 stride-2 windows, undilated and
+    unpadded, tile it exactly."""
+    return (
+        jit.enabled()
+        and x.dtype in jit.FLOATS
+        and x.flags.c_contiguous
+        and win.kernel == (2, 2)
+        and win.strides == (2, 2)
+        and win.dilations == (1, 1)
+        and not any(win.begin + win.end)
+        and (2 * win.out[0], 2 * win.out[1]) == x.shape[2:]
+    )
+
+
+def max_pool_2x2(x: np.ndarray) -> np.ndarray:
+    """MaxPool of x (N, C, H, W) over the 2x2 stride-2 windows that tile it (`tiles_2x2`):
+    (N, C, H/2, W/2). A NaN wins, as in np.maximum."""
+    batch, channels, height, width = x.shape
+    y = np.empty((batch, channels, height // 2, width // 2), x.dtype)
+    rows = y.reshape(-1, width // 2)
+    kernel = _max_2x2.pick(y.size * 4, PARALLEL_MIN_WORK)
+    kernel(x.reshape(len(rows), 2, width), rows)
+    return y
+
+
+@jit.kernel
+def _max_2x2(x, y):
+    """y[r, j] = the max of x[r, 0:2, 2j:2j+2]: x (R, 2, 2 Wo) holds the pairs of input rows
+    that the output rows (R, Wo) pool; NaN wins."""
+    rows, wo = y.shape
+    for r in jit.prange(rows):
+        for j in range(wo):
+            a, b = x[r, 0, 2 * j], x[r, 0, 2 * j + 1]
+            c, d = x[r, 1, 2 * j], x[r, 1, 2 * j + 1]
+            a = a if a >= b or a != a else b
+            c = c if c >= d or c != c else d
+            y[r, j] = a if a >= c or a != a else c
+
+
+def max_pool_2x2_gradient(x: np.ndarray, y: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    """MaxPoolGradient over the windows of `max_pool_2x2`: each dY goes to the first pixel
+    of its window, in row-major order, that equals Y (or is NaN where Y is; to the window's
+    first pixel where none does), as pool_grad's NumPy kernel routes it. y and dy (N, C,
+    H/2, W/2) in x's dtype."""
+    batch, channels, height, width = x.shape
+    dx = np.empty(x.shape, x.dtype)
+    rows = (batch * channels * height) // 2
+    kernel = _max_2x2_gradient.pick(y.size * 4, PARALLEL_MIN_WORK)
+    kernel(
+        x.reshape(rows, 2, width),
+        np.ascontiguousarray(y).reshape(rows, -1),
+        np.ascontiguousarray(dy).reshape(rows, -1),
+        dx.reshape(rows, 2, width),
+    )
+    return dx
+
+
+@jit.kernel
+def _max_2x2_gradient(x, y, dy, dx):
+    """dx = 0, then dy[r, j] at the first of x[r, 0, 2j], x[r, 0, 2j + 1], x[r, 1, 2j],
+    x[r, 1, 2j + 1] that is the max y[r, j] (`_is_max`), else at the first (layouts as in
+    `_max_2x2`). The offset is picked by selects from the last to the first, not branches."""
+    rows, wo = y.shape
+    for r in jit.prange(rows):
+        dx[r] = 0.0
+        for j in range(wo):
+            m = y[r, j]
+            k = 3 if _is_max(x[r, 1, 2 * j + 1], m) else 0
+            k = 2 if _is_max(x[r, 1, 2 * j], m) else k
+            k = 1 if _is_max(x[r, 0, 2 * j + 1], m) else k
+            k = 0 if _is_max(x[r, 0, 2 * j], m) else k
+            dx[r, k >> 1, 2 * j + (k & 1)] = dy[r, j]
+
+
+@jit.helper
+def _is_max(v, m):
+    """Whether pixel value v is the window max m: equal, or both NaN (no branches)."""
+    return (v == m) | ((v != v) & (m != m))

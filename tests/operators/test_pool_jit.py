@@ -115,6 +115,8 @@ def test_max_pool_gradient_numba_nan_max_goes_where_numpy_puts_it():
     with jit.disabled():
         want = max_pool_gradient_cpu(x, y, dy, **attrs)[0]
     np.testing.assert_array_equal(got, want)
+    # the NaN made the max of every window holding it, and those windows' dY go to it
+    assert got[0, 1, 2, 3] == np.isnan(y[0, 1]).sum() > 0
 
 
 def test_max_pool_gradient_numba_noncontiguous_input():
@@ -127,3 +129,47 @@ def test_max_pool_gradient_numba_noncontiguous_input():
     with jit.disabled():
         want = max_pool_gradient_cpu(x, y, dy, **attrs)[0]
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(64, 16, 8, 8), (3, 5, 6, 10), (1, 1, 2, 2)])
+def test_max_pool_2x2_tiles_match_numpy(shape, dtype, parallel, monkeypatch):
+    monkeypatch.setattr(pool_jit, "PARALLEL_MIN_WORK", 0 if parallel else 1 << 40)
+    rng = np.random.default_rng(shape[-1])
+    x = rng.integers(-2, 3, shape).astype(dtype)  # ties in most windows
+    x.flat[rng.integers(0, x.size, 3)] = np.nan
+    attrs = dict(kernel_shape=[2, 2], strides=[2, 2])
+    win = make_window(x.shape[2:], [2, 2], [2, 2], None, None, "NOTSET")
+    assert pool_jit.tiles_2x2(x, win)
+    with jit.disabled():
+        want = max_pool_cpu(x, output_mask=(True, False), **attrs)[0]
+    got = max_pool_cpu(x, output_mask=(True, False), **attrs)[0]
+    assert got.dtype == want.dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+    dy = rng.standard_normal(want.shape).astype(dtype)
+    with jit.disabled():
+        want_dx = max_pool_gradient_cpu(x, want, dy, **attrs)[0]
+    got_dx = max_pool_gradient_cpu(x, want, dy, **attrs)[0]
+    assert got_dx.dtype == want_dx.dtype
+    np.testing.assert_array_equal(got_dx, want_dx)
+    assert np.count_nonzero(got_dx) == np.count_nonzero(dy)  # one pixel per window
+
+
+def test_max_pool_2x2_leaves_windows_that_do_not_tile():
+    x = np.ones((1, 2, 5, 4), np.float32)
+    win = make_window(x.shape[2:], [2, 2], [2, 2], None, None, "NOTSET")  # a row left over
+    assert not pool_jit.tiles_2x2(x, win)
+    x = np.ones((1, 2, 4, 4), np.float32)
+    assert not pool_jit.tiles_2x2(x[:, :, ::-1], win)  # not C-ordered
+    padded = make_window(x.shape[2:], [2, 2], [2, 2], None, [1, 1, 1, 1], "NOTSET")
+    assert not pool_jit.tiles_2x2(x, padded)
+    assert not pool_jit.tiles_2x2(x.astype(np.float16), win)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    attrs = dict(kernel_shape=[2, 2], strides=[2, 2])
+    y = max_pool_cpu(x, output_mask=(True, False), **attrs)[0]
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    with jit.disabled():
+        want = max_pool_gradient_cpu(x, y, dy, **attrs)[0]
+    np.testing.assert_array_equal(max_pool_gradient_cpu(x, y, dy, **attrs)[0], want)
