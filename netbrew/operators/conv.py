@@ -259,9 +259,10 @@ def scatter_images(
 ) -> np.ndarray:
     """`scatter` on one thread's images. The flipped 3x3 conv that `scatter` describes
     goes through Winograd where it pays, else, for a batch of images of at most
-    SPAN_MAX_POSITIONS pixels, through correlate_columns, whose GEMM spans the images
-    (ResNet-18 at batch 32, two parts: 0.85x scatter_columns' time on its 512-channel 4x4
-    convs, 0.93x on the 256-channel 8x8 ones)."""
+    SPAN_MAX_POSITIONS pixels and at least SPAN_MIN_CHANNELS channels in and out, through
+    correlate_columns, whose GEMM spans the images (ResNet-18 at batch 32, two parts: 0.85x
+    scatter_columns' time on its 512-channel 4x4 convs, 0.93x on the 256-channel 8x8
+    ones)."""
     ends = [size - o + b for o, size, b in zip(win.out, out_shape, win.begin)]  # 2 - end
     if plain_3x3(win, group) and max(win.begin) <= 2 and min(ends) >= 0:
         flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
@@ -269,10 +270,20 @@ def scatter_images(
         dx = winograd(dy, flipped, pads)
         if dx is not None:
             return dx
-        if dy.shape[0] > 1 and math.prod(out_shape) <= SPAN_MAX_POSITIONS:
+        spans = min(w.shape[:2]) >= SPAN_MIN_CHANNELS
+        if spans and dy.shape[0] > 1 and math.prod(out_shape) <= SPAN_MAX_POSITIONS:
             flipped_win = make_window(dy.shape[2:], [3, 3], None, None, pads, "NOTSET")
             return correlate_columns(dy, flipped, flipped_win, 1, None)
     return scatter_columns(dy, w, win, group, out_shape)
+
+
+SPAN_MIN_CHANNELS = 64
+"""Channels (the fewer of in and out) from which `scatter_images` takes the flipped conv's
+spanning GEMM; below, its columns (the output channels times 9) cost more than col2im saves.
+(Batch 64, 2 cores, op by op, scatter_columns against the spanning GEMM, channels in -> out
+at image size: 16 -> 32 at 4x4 (LeNet's) 0.55-0.6x, 32 -> 64 at 4x4 0.63-0.8x, 8 -> 16 and
+16 -> 16 at 8x8 0.4x and 0.76x, 32 -> 16 at 4x4 1.05x; 64 -> 64 and 64 -> 128 at 8x8 1.4-1.75x,
+128 -> 256 at 4x4 1.0x.)"""
 
 
 def weight_grad(dy: np.ndarray, x: np.ndarray, win: Window, group: int) -> np.ndarray:
