@@ -24,6 +24,7 @@ from netbrew.netdef.net import op_def
 from netbrew.operators import batch_split
 from netbrew.operators.conv_columns import (
     SPAN_MAX_POSITIONS,
+    SPAN_MIN_CHANNELS,
     correlate_columns,
     scatter_columns,
     weight_grad_columns,
@@ -275,15 +276,6 @@ def scatter_images(
             flipped_win = make_window(dy.shape[2:], [3, 3], None, None, pads, "NOTSET")
             return correlate_columns(dy, flipped, flipped_win, 1, None)
     return scatter_columns(dy, w, win, group, out_shape)
-
-
-SPAN_MIN_CHANNELS = 64
-"""Channels (the fewer of in and out) from which `scatter_images` takes the flipped conv's
-spanning GEMM; below, its columns (the output channels times 9) cost more than col2im saves.
-(Batch 64, 2 cores, op by op, scatter_columns against the spanning GEMM, channels in -> out
-at image size: 16 -> 32 at 4x4 (LeNet's) 0.55-0.6x, 32 -> 64 at 4x4 0.63-0.8x, 8 -> 16 and
-16 -> 16 at 8x8 0.4x and 0.76x, 32 -> 16 at 4x4 1.05x; 64 -> 64 and 64 -> 128 at 8x8 1.4-1.75x,
-128 -> 256 at 4x4 1.0x.)"""
 
 
 def weight_grad(dy: np.ndarray, x: np.ndarray, win: Window, group: int) -> np.ndarray:

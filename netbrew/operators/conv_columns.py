@@ -58,10 +58,11 @@ def correlate_columns(
     x: np.ndarray, w: np.ndarray, win: Window, group: int, bias: np.ndarray | None
 ) -> np.ndarray:
     """Conv's forward by im2col + GEMM a chunk at a time: (N, M, O1..On). Ungrouped convs
-    of a batch with small outputs take `_spanning_forward` instead."""
+    of a batch with small outputs and enough channels take `_spanning_forward` instead."""
     batch, m = x.shape[0], w.shape[0]
     positions = math.prod(win.out)
-    if group == 1 and batch > 1 and positions <= SPAN_MAX_POSITIONS:
+    spans = min(x.shape[1], m) >= SPAN_MIN_CHANNELS and positions <= SPAN_MAX_POSITIONS
+    if group == 1 and batch > 1 and spans:
         return _spanning_forward(x, w, win, bias)
     y = np.empty((batch, m, positions), x.dtype)
     w_g = w.reshape(group, m // group, -1)
@@ -77,6 +78,16 @@ def correlate_columns(
 SPAN_MAX_POSITIONS = 256
 """Output pixels per image up to which a batched forward multiplies one GEMM over the
 chunk's images (`_spanning_forward`)."""
+
+SPAN_MIN_CHANNELS = 64
+"""Channels, the fewer of in and out, from which a forward takes `_spanning_forward` and
+conv.scatter_images the flipped conv's spanning GEMM. With fewer, the per-image GEMMs and
+col2im cost less than the spanning columns and their copy back into the images' layout.
+(Batch 64, 2 cores, op by op, channels in -> out at image size. Forward, per image against
+spanning: 16 -> 32 at 4x4 (LeNet's conv2) 0.4-0.8x, 1 -> 16 at 8x8 (its conv1) 0.86-0.9x,
+8 -> 16 at 8x8 0.5-0.7x, 32 -> 64 at 4x4 0.65-1.0x. Input gradient, col2im against the
+flipped conv: 16 -> 32 at 4x4 0.55-0.6x, 8 -> 16 and 16 -> 16 at 8x8 0.4x and 0.76x,
+32 -> 16 at 4x4 1.05x; 64 -> 64 and 64 -> 128 at 8x8 1.4-1.75x, 128 -> 256 at 4x4 1.0x.)"""
 
 
 def _spanning_forward(

@@ -112,11 +112,20 @@ def test_spanning_forward_matches_per_image_gemms(x_shape, w_shape, attrs, monke
     x = rng.standard_normal(x_shape)
     w = rng.standard_normal(w_shape)
     b = rng.standard_normal(w_shape[0])
+    calls = []
+    real = conv_columns._spanning_forward
+    monkeypatch.setattr(conv_columns, "_spanning_forward", lambda *a: calls.append(1) or real(*a))
+    (few_channels,) = conv_cpu(x, w, b, **attrs)
+    assert not calls  # under SPAN_MIN_CHANNELS: per-image GEMMs
+    monkeypatch.setattr(conv_columns, "SPAN_MIN_CHANNELS", 1)
     (got,) = conv_cpu(x, w, b, **attrs)
     monkeypatch.setattr(conv_columns, "CHUNK_BYTES", 1)  # one image a chunk
     (chunked,) = conv_cpu(x, w, b, **attrs)
+    assert len(calls) == 2
     monkeypatch.setattr(conv_columns, "SPAN_MAX_POSITIONS", 0)
     (want,) = conv_cpu(x, w, b, **attrs)
+    assert len(calls) == 2
+    np.testing.assert_allclose(few_channels, want, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(chunked, want, rtol=1e-10, atol=1e-10)
 
