@@ -67,8 +67,8 @@ def _set_team(typingctx, n):
 def _run_jobs_in_team(dojob, jobs, size, data, buffer):
     """`run_jobs` with a team of at least `jobs` threads: the jobs wait on each other, so
     a calling thread whose numba thread count is below the job count
-    (numba.set_num_threads(1), say) gets `jobs` for this region (blas_pool caps OpenBLAS's
-    threads at numba's most)."""
+    (numba.set_num_threads(1), say) gets `jobs` for this region, even past numba's most
+    (OpenBLAS given more threads through threadpoolctl: OpenMP starts the extra ones)."""
     team = _team()
     if jobs > team:
         _set_team(np.int32(jobs))

@@ -32,10 +32,9 @@ make; TBB may run two iterations one after the other on one thread; a dynamic Op
 may have fewer threads than jobs.) NETBREW_BLAS_POOL=0 keeps OpenBLAS's own threads, and
 so does a forked child (GNU OpenMP cannot be used in a child forked after its team ran).
 
-While the pool is on, OpenBLAS must not get more threads than numba has: `install` and
-netbrew's `set_num_threads` cap them, but a count raised past numba's through threadpoolctl
-directly would leave a call's jobs waiting for a thread that never comes (raise
-NUMBA_NUM_THREADS with it, or set NETBREW_BLAS_POOL=0).
+`install` and netbrew's `set_num_threads` keep OpenBLAS's thread count within numba's. A
+count raised past it through threadpoolctl directly still runs: the cfunc asks OpenMP for a
+team of the job count, which may be more threads than numba's (and than the cores).
 
 With numba's threads awake between kernels, `batched_matmul` spreads a stack of GEMMs over
 them, a product a thread (the Winograd convs' p^2 products).

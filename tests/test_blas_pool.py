@@ -295,3 +295,28 @@ def test_a_thread_with_fewer_numba_threads_still_gets_a_team_for_the_jobs():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.split() == ["True", "1"]
+
+
+def test_openblas_raised_past_numbas_threads_still_runs_its_jobs():
+    """OpenBLAS given more threads than numba has, through threadpoolctl directly: each
+    threaded call's region gets a team of its job count (more threads than numba's), so
+    its jobs, which wait on each other, all run. A subprocess, so a hang fails by timeout."""
+    code = (
+        "import numpy as np, netbrew\n"
+        "from threadpoolctl import ThreadpoolController\n"
+        "from netbrew import blas_pool, jit\n"
+        "jit._start_pool()\n"
+        "assert blas_pool.installed()\n"
+        "for lib in ThreadpoolController().lib_controllers:\n"
+        "    if lib.internal_api == 'openblas':\n"
+        "        lib.set_num_threads(4)\n"
+        "a = np.random.default_rng(0).standard_normal((700, 600)).astype(np.float32)\n"
+        "err = np.abs(a @ a.T - a.astype(np.float64) @ a.T).max()\n"
+        "print(err < 1e-2)\n"
+    )
+    env = dict(os.environ, NUMBA_NUM_THREADS="2")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+        env=env,
+    )  # fmt: skip
+    assert done.stdout.split() == ["True"]
