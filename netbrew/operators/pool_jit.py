@@ -207,9 +207,9 @@ def _max_2x2(x, y):
 
 def max_pool_2x2_gradient(x: np.ndarray, y: np.ndarray, dy: np.ndarray) -> np.ndarray:
     """MaxPoolGradient over the windows of `max_pool_2x2`: each dY goes to the first pixel
-    of its window, in row-major order, that equals Y (or is NaN where Y is; to the window's
-    first pixel where none does), as pool_grad's NumPy kernel routes it. y and dy (N, C,
-    H/2, W/2) in x's dtype."""
+    of its window, in row-major order, that equals Y (or is NaN where Y is; nowhere where
+    none does, a Y not pooled from X), as pool_grad's NumPy path for tiling windows does.
+    y and dy (N, C, H/2, W/2) in x's dtype."""
     batch, channels, height, width = x.shape
     dx = np.empty(x.shape, x.dtype)
     rows = (batch * channels * height) // 2
@@ -226,18 +226,19 @@ def max_pool_2x2_gradient(x: np.ndarray, y: np.ndarray, dy: np.ndarray) -> np.nd
 @jit.kernel
 def _max_2x2_gradient(x, y, dy, dx):
     """dx = 0, then dy[r, j] at the first of x[r, 0, 2j], x[r, 0, 2j + 1], x[r, 1, 2j],
-    x[r, 1, 2j + 1] that is the max y[r, j] (`_is_max`), else at the first (layouts as in
-    `_max_2x2`). The offset is picked by selects from the last to the first, not branches."""
+    x[r, 1, 2j + 1] that is the max y[r, j] (`_is_max`), else nowhere (layouts as in
+    `_max_2x2`). The offset is picked by selects from the last to the first."""
     rows, wo = y.shape
     for r in jit.prange(rows):
         dx[r] = 0.0
         for j in range(wo):
             m = y[r, j]
-            k = 3 if _is_max(x[r, 1, 2 * j + 1], m) else 0
+            k = 3 if _is_max(x[r, 1, 2 * j + 1], m) else 4
             k = 2 if _is_max(x[r, 1, 2 * j], m) else k
             k = 1 if _is_max(x[r, 0, 2 * j + 1], m) else k
             k = 0 if _is_max(x[r, 0, 2 * j], m) else k
-            dx[r, k >> 1, 2 * j + (k & 1)] = dy[r, j]
+            if k < 4:
+                dx[r, k >> 1, 2 * j + (k & 1)] = dy[r, j]
 
 
 @jit.helper

@@ -173,3 +173,19 @@ def test_max_pool_2x2_leaves_windows_that_do_not_tile():
     with jit.disabled():
         want = max_pool_gradient_cpu(x, y, dy, **attrs)[0]
     np.testing.assert_array_equal(max_pool_gradient_cpu(x, y, dy, **attrs)[0], want)
+
+
+def test_max_pool_2x2_gradient_of_a_y_not_pooled_from_x_goes_nowhere():
+    """Where no pixel of a window equals Y (a Y that X did not give), the 2x2 loop drops
+    dY, as its oracle (pool_grad's NumPy path for tiling windows) does."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 4, 6)).astype(np.float32)
+    attrs = dict(kernel_shape=[2, 2], strides=[2, 2])
+    y = max_pool_cpu(x, output_mask=(True, False), **attrs)[0]
+    y[0, 1, 1, 2] += 1.0  # matches no pixel of its window
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    got = max_pool_gradient_cpu(x, y, dy, **attrs)[0]
+    with jit.disabled():
+        want = max_pool_gradient_cpu(x, y, dy, **attrs)[0]
+    np.testing.assert_array_equal(got, want)
+    assert not got[0, 1, 2:4, 4:6].any()

@@ -154,8 +154,8 @@ NB_POOL_FAMILY(f32, float)
 NB_POOL_FAMILY(f16, __half)
 
 // MaxPool's gradient, one window per thread over (planes, P): dY goes to the first tap whose
-// value (padding: -inf) equals Y; with none, to tap 0 if first_default (the CPU kernel's
-// rule off the tiled path), else nowhere. Taps in the padding drop it. dx zeroed first.
+// value (padding: -inf) equals Y, or is NaN where Y is; with none, to tap 0 if
+// first_default (the CPU kernel's rule off the tiled path), else nowhere. Taps in the padding drop it. dx zeroed first.
 extern "C" __global__ void max_pool_grad_f32(const float* x, const float* y, const float* dy,
                                              float* dx, const int64_t* meta, int nd, int64_t P,
                                              int64_t K, int64_t pixels, int first_default,
@@ -170,7 +170,7 @@ extern "C" __global__ void max_pool_grad_f32(const float* x, const float* y, con
       int64_t offset;
       const bool inside = nb_window_tap(meta, nd, p, j, &offset);
       const float v = inside ? x[plane * pixels + offset] : -CUDART_INF_F;
-      if (v == target) {
+      if (v == target || (v != v && target != target)) {
         hit = j;
         hit_offset = offset;
         hit_inside = inside;
