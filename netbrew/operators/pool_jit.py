@@ -86,8 +86,7 @@ def max_pool_grad_2d(x, y, dy, kh, kw, sh, sw, dh, dw, ph, pw, dx):
                     if 0 <= r < height:
                         for b in range(kw):
                             s = j * sw + b * dw - pw
-                            v = x[n, c, r, s]
-                            if 0 <= s < width and (v == want or (v != v and want != want)):
+                            if 0 <= s < width and _is_max(x[n, c, r, s], want):
                                 dx[n, c, r, s] += dy[n, c, i, j]
                                 found = True
                                 break
