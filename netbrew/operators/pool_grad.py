@@ -26,7 +26,7 @@ from netbrew.operators.pool import (
     window_counts,
 )
 from netbrew.operators.schema import gradient, kernel, schema
-from netbrew.operators.window import Window
+from netbrew.operators.window import Window, tiles
 from netbrew.operators.window_grad import col2im, scatter_picks
 
 schema(
@@ -135,7 +135,7 @@ def max_pool_gradient_cpu(
         yp, dyp = (a.reshape(*xp.shape[:2], *dims[-2:]) for a in (y, _like_x(x, dy)))
         pool_jit.max_pool_grad_2d(xp, yp, dyp, *dims[:-2], dx)
         return (dx.reshape(x.shape),)
-    if _tiles(win, x.shape[2:]):
+    if tiles(win, x.shape[2:]):
         return (_tiled_max_gradient(x, y, _like_x(x, dy), win),)
     slices = max_slices(x, win)
     count = len(slices)
@@ -152,16 +152,6 @@ def is_max(values: np.ndarray, y: np.ndarray) -> np.ndarray:
     if values.dtype.kind == "f":
         hit |= np.isnan(values) & np.isnan(y)
     return hit
-
-
-def _tiles(win: Window, spatial: Sequence[int]) -> bool:
-    """The windows tile the input exactly: stride = kernel, no dilation, no padding."""
-    return (
-        win.strides == win.kernel
-        and set(win.dilations) == {1}
-        and not any(win.begin)
-        and tuple(o * k for o, k in zip(win.out, win.kernel)) == tuple(spatial)
-    )
 
 
 def _tiled_max_gradient(x, y, dy, win: Window) -> np.ndarray:

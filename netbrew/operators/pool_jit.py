@@ -42,7 +42,7 @@ import numpy as np
 
 from netbrew import jit
 from netbrew.operators.conv_last import channels_last
-from netbrew.operators.window import Window
+from netbrew.operators.window import Window, tiles
 
 
 def plane_window(x: np.ndarray, win: Window) -> tuple[np.ndarray, tuple[int, ...]] | None:
@@ -165,17 +165,14 @@ def _pool_last(x, y, kh, kw, sh, sw, dh, dw, top, left, is_max, counts):
 
 def tiles_2x2(x: np.ndarray, win: Window) -> bool:
     """Whether `max_pool_2x2` and `max_pool_2x2_gradient` take this pool: the JIT is on, x
-    is a C-ordered float32/float64 (N, C, H, W), and the 2x2 stride-2 windows, undilated and
-    unpadded, tile it exactly."""
+    is a C-ordered float32/float64 (N, C, H, W), and its 2x2 windows tile it
+    (window.tiles)."""
     return (
         jit.enabled()
         and x.dtype in jit.FLOATS
         and x.flags.c_contiguous
         and win.kernel == (2, 2)
-        and win.strides == (2, 2)
-        and win.dilations == (1, 1)
-        and not any(win.begin + win.end)
-        and (2 * win.out[0], 2 * win.out[1]) == x.shape[2:]
+        and tiles(win, x.shape[2:])
     )
 
 

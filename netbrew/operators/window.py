@@ -331,6 +331,17 @@ def batch_columns(x: np.ndarray, win: Window) -> np.ndarray:
     return view.transpose(order).reshape(k, channels, batch * positions)
 
 
+def tiles(win: Window, spatial: Sequence[int]) -> bool:
+    """Whether the windows tile an input of spatial shape `spatial` exactly: stride =
+    kernel, no dilation, no padding before, and the windows cover every pixel."""
+    return (
+        win.strides == win.kernel
+        and set(win.dilations) == {1}
+        and not any(win.begin)
+        and tuple(o * k for o, k in zip(win.out, win.kernel)) == tuple(spatial)
+    )
+
+
 def _is_identity(x: np.ndarray, win: Window) -> bool:
     """Whether the windows are the pixels themselves (1x1 kernel, stride 1, no padding)."""
     ones = (1,) * len(win.kernel)

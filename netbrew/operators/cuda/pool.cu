@@ -155,7 +155,8 @@ NB_POOL_FAMILY(f16, __half)
 
 // MaxPool's gradient, one window per thread over (planes, P): dY goes to the first tap whose
 // value (padding: -inf) equals Y, or is NaN where Y is; with none, to tap 0 if
-// first_default (the CPU kernel's rule off the tiled path), else nowhere. Taps in the padding drop it. dx zeroed first.
+// first_default (the CPU kernel's rule off the tiled path), else nowhere. Taps in the
+// padding drop it. dx zeroed first.
 extern "C" __global__ void max_pool_grad_f32(const float* x, const float* y, const float* dy,
                                              float* dx, const int64_t* meta, int nd, int64_t P,
                                              int64_t K, int64_t pixels, int first_default,

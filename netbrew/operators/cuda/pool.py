@@ -20,8 +20,9 @@ from netbrew.operators.cuda.conv import window_meta
 from netbrew.operators.cuda.gemm import cast, fn, ptr, reduce_sum
 from netbrew.operators.cuda.launch import MAX_GRID, constant, empty, grid, suffix, zeros
 from netbrew.operators.pool import global_axes, pool_window, window_counts
-from netbrew.operators.pool_grad import _checked_window, _tiles
+from netbrew.operators.pool_grad import _checked_window
 from netbrew.operators.schema import kernel as register
+from netbrew.operators.window import tiles
 
 FAMILY = "pool"
 F32 = np.dtype(np.float32)
@@ -128,7 +129,7 @@ def max_pool_gradient_cuda(x, y, dy, *, ceil_mode=0, kernel_shape, **attrs):
     if dy.size and dx.size:
         xf, yf, dyf = (cast(a, F32, op) for a in (x, y, dy))
         meta = window_meta(x.shape[2:], win)
-        first_default = np.int32(not _tiles(win, x.shape[2:]))  # the CPU kernel's two paths
+        first_default = np.int32(not tiles(win, x.shape[2:]))  # the CPU kernel's two paths
         fn(FAMILY, "max_pool_grad_f32")(ptr(xf), ptr(yf), ptr(dyf), ptr(dx), meta,
                                         np.int32(x.ndim - 2), *_sizes(x, win), first_default,
                                         np.int64(dy.size), **grid(dy.size))  # fmt: skip
