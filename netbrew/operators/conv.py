@@ -23,10 +23,9 @@ from netbrew.errors import SchemaError, ShapeError
 from netbrew.netdef.net import op_def
 from netbrew.operators import batch_split
 from netbrew.operators.conv_columns import (
-    SPAN_MAX_POSITIONS,
-    SPAN_MIN_CHANNELS,
     correlate_columns,
     scatter_columns,
+    spans,
     weight_grad_columns,
 )
 from netbrew.operators.conv_hwc import hwc_correlate, hwc_weights, use_hwc_last
@@ -259,11 +258,10 @@ def scatter_images(
     dy: np.ndarray, w: np.ndarray, win: Window, group: int, out_shape: Sequence[int]
 ) -> np.ndarray:
     """`scatter` on one thread's images. The flipped 3x3 conv that `scatter` describes
-    goes through Winograd where it pays, else, for a batch of images of at most
-    SPAN_MAX_POSITIONS pixels and at least SPAN_MIN_CHANNELS channels in and out, through
-    correlate_columns, whose GEMM spans the images (ResNet-18 at batch 32, two parts: 0.85x
-    scatter_columns' time on its 512-channel 4x4 convs, 0.93x on the 256-channel 8x8
-    ones)."""
+    goes through Winograd where it pays, else, for a batch whose images and channels
+    conv_columns.spans takes, through correlate_columns, whose GEMM spans the images
+    (ResNet-18 at batch 32, two parts: 0.85x scatter_columns' time on its 512-channel 4x4
+    convs, 0.93x on the 256-channel 8x8 ones)."""
     ends = [size - o + b for o, size, b in zip(win.out, out_shape, win.begin)]  # 2 - end
     if plain_3x3(win, group) and max(win.begin) <= 2 and min(ends) >= 0:
         flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
@@ -271,8 +269,7 @@ def scatter_images(
         dx = winograd(dy, flipped, pads)
         if dx is not None:
             return dx
-        spans = min(w.shape[:2]) >= SPAN_MIN_CHANNELS
-        if spans and dy.shape[0] > 1 and math.prod(out_shape) <= SPAN_MAX_POSITIONS:
+        if dy.shape[0] > 1 and spans(w.shape[1], w.shape[0], math.prod(out_shape)):
             flipped_win = make_window(dy.shape[2:], [3, 3], None, None, pads, "NOTSET")
             return correlate_columns(dy, flipped, flipped_win, 1, None)
     return scatter_columns(dy, w, win, group, out_shape)

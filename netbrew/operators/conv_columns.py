@@ -61,8 +61,7 @@ def correlate_columns(
     of a batch with small outputs and enough channels take `_spanning_forward` instead."""
     batch, m = x.shape[0], w.shape[0]
     positions = math.prod(win.out)
-    spans = min(x.shape[1], m) >= SPAN_MIN_CHANNELS and positions <= SPAN_MAX_POSITIONS
-    if group == 1 and batch > 1 and spans:
+    if group == 1 and batch > 1 and spans(x.shape[1], m, positions):
         return _spanning_forward(x, w, win, bias)
     y = np.empty((batch, m, positions), x.dtype)
     w_g = w.reshape(group, m // group, -1)
@@ -88,6 +87,12 @@ spanning: 16 -> 32 at 4x4 (LeNet's conv2) 0.4-0.8x, 1 -> 16 at 8x8 (its conv1) 0
 8 -> 16 at 8x8 0.5-0.7x, 32 -> 64 at 4x4 0.65-1.0x. Input gradient, col2im against the
 flipped conv: 16 -> 32 at 4x4 0.55-0.6x, 8 -> 16 and 16 -> 16 at 8x8 0.4x and 0.76x,
 32 -> 16 at 4x4 1.05x; 64 -> 64 and 64 -> 128 at 8x8 1.4-1.75x, 128 -> 256 at 4x4 1.0x.)"""
+
+
+def spans(channels: int, out_channels: int, positions: int) -> bool:
+    """Whether a batched conv with these channels and output pixels per image multiplies
+    one GEMM spanning the images (SPAN_MAX_POSITIONS, SPAN_MIN_CHANNELS)."""
+    return min(channels, out_channels) >= SPAN_MIN_CHANNELS and positions <= SPAN_MAX_POSITIONS
 
 
 def _spanning_forward(

@@ -152,10 +152,10 @@ def test_small_images_input_grad_by_the_flipped_spanning_conv(monkeypatch, x_sha
     monkeypatch.setattr(conv_module, "correlate_columns", counted)
     (few,) = conv_gradient_cpu(x, w, dy, output_mask=(True, False, False), pads=pads)[:1]
     assert not calls  # under SPAN_MIN_CHANNELS channels: col2im
-    monkeypatch.setattr(conv_module, "SPAN_MIN_CHANNELS", x_shape[1])
+    monkeypatch.setattr(conv_columns, "SPAN_MIN_CHANNELS", x_shape[1])
     (got,) = conv_gradient_cpu(x, w, dy, output_mask=(True, False, False), pads=pads)[:1]
     assert calls and all(shape[1] == w.shape[0] for shape in calls)  # convs of dY
-    monkeypatch.setattr(conv_module, "SPAN_MAX_POSITIONS", 0)  # col2im instead
+    monkeypatch.setattr(conv_columns, "SPAN_MAX_POSITIONS", 0)  # col2im instead
     calls.clear()
     (want,) = conv_gradient_cpu(x, w, dy, output_mask=(True, False, False), pads=pads)[:1]
     assert not calls
