@@ -43,6 +43,16 @@ class CompiledOp:
         return f"op #{self.index} {self.op.type}{name}"
 
     def run(self, blobs: MutableMapping[str, Any]) -> None:
+        args, extra = self.gather(blobs)
+        try:
+            results = self.kernel(*args, **extra, **self.attrs)
+        except Exception as e:
+            raise OperatorError(self.describe(blobs, e)) from e
+        self.store(blobs, results)
+
+    def gather(self, blobs: MutableMapping[str, Any]) -> tuple[list, dict[str, Any]]:
+        """The kernel's inputs and its extra keywords (rng, scope), with the device made
+        current and the dtypes checked against the schema."""
         try:
             args = [blobs[n] if n else None for n in self.inputs]
         except KeyError:
@@ -60,14 +70,17 @@ class CompiledOp:
             if dtypes != self._checked:  # a net's ops see the same dtypes run after run
                 self.schema.check_dtypes(args)
                 self._checked = dtypes
-            extra = {}
-            if self.rng is not None:
-                extra["rng"] = self.rng
-            if self.schema.wants_scope:
-                extra["scope"] = blobs
-            results = self.kernel(*args, **extra, **self.attrs)
         except Exception as e:
             raise OperatorError(self.describe(blobs, e)) from e
+        extra = {}
+        if self.rng is not None:
+            extra["rng"] = self.rng
+        if self.schema.wants_scope:
+            extra["scope"] = blobs
+        return args, extra
+
+    def store(self, blobs: MutableMapping[str, Any], results: Any) -> None:
+        """Puts the kernel's results under the op's output names."""
         if len(results) < len(self.outputs):
             raise OperatorError(
                 self.describe(

@@ -10,6 +10,7 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from netbrew.errors import SchemaError
+from netbrew.executor.batching import batch_ops
 from netbrew.executor.compiled import CompiledOp, compile_op
 from netbrew.executor.dag import DagNet
 from netbrew.executor.memory import retain_freed_memory
@@ -18,11 +19,13 @@ from netbrew.proto.netbrew_pb2 import NetDef
 
 
 class SimpleNet:
-    """Runs a created net's ops one after another."""
+    """Runs a created net's ops one after another; runs of ops that a batched kernel can
+    take run as one step (batching.py), except when profiled."""
 
     def __init__(self, net: NetDef, ops: list[CompiledOp]) -> None:
         self.net = net
         self.ops = ops
+        self.steps = batch_ops(ops)
 
     @property
     def name(self) -> str:
@@ -30,8 +33,8 @@ class SimpleNet:
 
     def run(self, blobs: MutableMapping[str, Any], profile: Any = None) -> None:
         if profile is None:
-            for op in self.ops:
-                op.run(blobs)
+            for step in self.steps:
+                step.run(blobs)
         else:
             for op in self.ops:
                 profile.time(op, blobs)

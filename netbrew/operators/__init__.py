@@ -110,6 +110,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     variadic,
 )
 from netbrew.operators.schema import (
+    BATCHED,
     GRADIENTS,
     KERNELS,
     REQUIRED,
@@ -117,6 +118,7 @@ from netbrew.operators.schema import (
     GradientNotWritten,
     NoGradient,
     OpSchema,
+    batched_kernel,
     get_kernel,
     get_schema,
     gradient,
@@ -127,6 +129,7 @@ from netbrew.operators.schema import (
 )
 
 __all__ = [
+    "BATCHED",
     "GRADIENTS",
     "KERNELS",
     "REQUIRED",
@@ -136,6 +139,7 @@ __all__ = [
     "OpSchema",
     "get_kernel",
     "get_schema",
+    "batched_kernel",
     "gradient",
     "gradient_not_written",
     "kernel",

@@ -199,6 +199,10 @@ class GradientNotWritten:
 
 SCHEMAS: Registry[str, OpSchema] = Registry("operator")
 KERNELS: Registry[tuple[str, str], Kernel] = Registry("kernel")
+# Batched kernels: `fn(calls, **attrs) -> list of output tuples`, one call's inputs per
+# entry of `calls`; the simple runtime hands them runs of independent ops of one type
+# (netbrew/executor/batching.py). A GPU batched kernel launches once for the whole run.
+BATCHED: Registry[tuple[str, str], Callable[..., list]] = Registry("batched kernel")
 GRADIENTS: Registry[str, GradientMaker | NoGradient | GradientNotWritten] = Registry("gradient")
 
 
@@ -272,6 +276,14 @@ def schema(
 def kernel(op_type: str, device: str = "cpu") -> Callable[[Kernel], Kernel]:
     """Registers a kernel: a pure function `(*arrays, **attrs) -> tuple of arrays`."""
     return KERNELS.register((op_type, device))
+
+
+def batched_kernel(op_type: str, device: str) -> Callable[[Callable], Callable]:
+    """Registers a batched kernel of `op_type` on `device`: `fn(calls, **attrs)`, where
+    `calls` is a list of input tuples (each as the plain kernel takes them) and the result
+    is a list of the plain kernel's output tuples, in order. It must check every call
+    before it launches anything, so that an error leaves no partial results."""
+    return BATCHED.register((op_type, device))
 
 
 def gradient(

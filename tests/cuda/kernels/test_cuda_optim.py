@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 from elementwise_cases import SHAPES, check_outputs, data, run_device
 
-from netbrew.errors import OperatorError
+from netbrew.cuda import to_gpu, to_host
+from netbrew.errors import OperatorError, ShapeError
+from netbrew.operators.cuda.optim import (
+    MULTI,
+    momentum_sgd_update_batched_cuda,
+    weighted_sum_batched_cuda,
+)
+from netbrew.operators.train import momentum_sgd_update_cpu, weighted_sum_cpu
 from netbrew.testing import check_device
 
 FLOATS = [np.float32, np.float16, np.float64]
@@ -92,3 +99,64 @@ def test_adam_refuses_a_float_counter():
     x = data((3,), np.float32)
     with pytest.raises(OperatorError):
         run_device("Adam", [x, x, x, x, np.array([0.1], np.float32), np.array([1.0])], outputs=3)
+
+
+# Batched kernels (one launch for up to MULTI tensors): more tensors than one launch takes,
+# empty ones, and sizes on either side of a block's chunk of 1024.
+BATCH_SHAPES = [(0,), (1,), (1023,), (1024,), (1025,), (5000,), (3, 5, 7)] * 6
+assert len(BATCH_SHAPES) > MULTI
+
+
+def check_batch(got, calls, cpu_kernel, tol, **attrs):
+    assert len(got) == len(calls)
+    for k, (call, outs) in enumerate(zip(calls, got)):
+        want = cpu_kernel(*call, **attrs)
+        assert len(outs) == len(want)
+        for w, g in zip(want, outs):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(to_host(g), w, err_msg=f"tensor {k}", **tol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("nesterov", [0, 1])
+def test_batched_momentum_sgd_update(nesterov, dtype):
+    calls = []
+    for k, shape in enumerate(BATCH_SHAPES):
+        grad, moment, param = (data(shape, dtype, seed=3 * k + i) for i in range(3))
+        lr = np.array([0.1 + 0.01 * k], np.float32)  # each op its own rate
+        calls.append((grad, moment, lr, param))
+    got = momentum_sgd_update_batched_cuda(
+        [tuple(to_gpu(a) for a in call) for call in calls], momentum=0.9, nesterov=nesterov
+    )
+    check_batch(got, calls, momentum_sgd_update_cpu, TOL[dtype], momentum=0.9, nesterov=nesterov)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("pairs", [1, 2, 4, 5])  # 5: over the batched kernel's 4, one by one
+def test_batched_weighted_sum(pairs, dtype):
+    calls = []
+    for k, shape in enumerate(BATCH_SHAPES):
+        call = []
+        for i in range(pairs):
+            weight = np.array([0.5 - 0.3 * i + 0.01 * k], np.float32)
+            call += [data(shape, dtype, seed=pairs * k + i), weight.reshape(() if i % 2 else (1,))]
+        calls.append(tuple(call))
+    got = weighted_sum_batched_cuda([tuple(to_gpu(a) for a in call) for call in calls])
+    check_batch(got, calls, weighted_sum_cpu, TOL[dtype])
+
+
+def test_batched_kernels_take_mixed_dtypes_and_refuse_mismatched_shapes():
+    x32, x64 = data((9,), np.float32), data((9,), np.float64, seed=1)
+    w = np.array([0.5], np.float32)
+    calls = [(x32, w, x32, w), (x64, w, x64, w)]
+    got = weighted_sum_batched_cuda([tuple(to_gpu(a) for a in call) for call in calls])
+    check_batch(got, calls, weighted_sum_cpu, TOL[np.float32])
+    bad = [(x32, w, x32, w), (x32, w, data((8,), np.float32), w)]
+    with pytest.raises(ShapeError, match="WeightedSum"):
+        weighted_sum_batched_cuda([tuple(to_gpu(a) for a in call) for call in bad])
+    lr = np.array([0.1], np.float32)
+    bad = [(x32, x32, lr, x32), (x32, data((8,), np.float32), lr, x32)]
+    with pytest.raises(ShapeError, match="MomentumSGDUpdate"):
+        momentum_sgd_update_batched_cuda(
+            [tuple(to_gpu(a) for a in call) for call in bad], momentum=0.9, nesterov=0
+        )

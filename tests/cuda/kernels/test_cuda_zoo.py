@@ -73,6 +73,11 @@ def test_the_demo_trains_strictly_on_the_gpu():
         ws.feed_blob("label", label, device=device)
         ws.create_net(model.net)
         losses[device] = []
+        if device != "cpu":  # the optimizer's updates run batched (executor/batching.py)
+            from netbrew.executor.batching import OpBatch
+
+            batches = [s for s in ws.get_net(model.net.name).steps if isinstance(s, OpBatch)]
+            assert {b.ops[0].op.type for b in batches} >= {"MomentumSGDUpdate"}
         for _ in range(5):
             ws.run_net(model.net.name)
             losses[device].append(float(ws.fetch_blob("loss")))
