@@ -7,10 +7,13 @@
 - Peak GPU memory of each (the growth of netbrew's memory pool for netbrew,
   torch.cuda.max_memory_allocated for PyTorch).
 
-Medians of --reps after warm-up, each step synchronized. Writes benchmarks/CUDA.md.
+Each step is synchronized. netbrew and PyTorch alternate: --rounds rounds of --reps steps
+each, after warm-up; the table gives the medians of the rounds' medians and the median of
+the rounds' ratios, so that a slow spell of the host (both sides issue kernels from
+Python, and the small nets wait on the host) falls on both. Writes benchmarks/CUDA.md.
 Needs a GPU, pycuda (tools/gpu_env.sh builds it on a machine without network) and torch.
 
-    python benchmarks/cuda.py [--reps 20]
+    python benchmarks/cuda.py [--reps 10] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
+ROUNDS = 5
 PROFILE = False  # --profile: per-op GPU times (each op synchronized) after the table
 PROFILES: list[tuple[str, object]] = []
 
 
-def median_ms(step, reps: int, sync) -> float:
-    for _ in range(3):
+def median_ms(step, reps: int, sync, warmup: int = 3) -> float:
+    for _ in range(warmup):
         step()
     sync()
     times = []
@@ -44,6 +48,20 @@ def median_ms(step, reps: int, sync) -> float:
         sync()
         times.append(time.perf_counter() - start)
     return 1e3 * statistics.median(times)
+
+
+def paired_ms(ours, theirs, reps: int, rounds: int) -> tuple[float, float, float]:
+    """(netbrew ms, PyTorch ms, ratio): `ours` and `theirs` ((step, sync) pairs) alternate
+    over `rounds` rounds of `reps` steps; medians of the rounds' medians and of their
+    ratios."""
+    for step, sync in (ours, theirs):
+        median_ms(step, 1, sync)  # warm-up
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(median_ms(ours[0], reps, ours[1], warmup=1))
+        b.append(median_ms(theirs[0], reps, theirs[1], warmup=1))
+    ratio = statistics.median(x / y for x, y in zip(a, b))
+    return statistics.median(a), statistics.median(b), ratio
 
 
 class GpuMemory:
@@ -83,7 +101,7 @@ def any_batch(model):
     return model
 
 
-def resnet50_inference(batch: int, reps: int) -> dict:
+def resnet50_inference(batch: int, reps: int, rounds: int) -> dict:
     import onnx
     import torch
     from zoo import model_path
@@ -98,9 +116,6 @@ def resnet50_inference(batch: int, reps: int) -> dict:
     memory = GpuMemory()
     ours = nb.Predictor(init, predict, device="cuda", strict=True)
     name = ours.input_names[0]
-    ours_ms = median_ms(lambda: ours.run({name: x}), reps, cuda.synchronize)
-    if PROFILE:
-        PROFILES.append((f"ResNet-50 inference, batch {batch}", ours.profile({name: x}, 3)))
     module = to_torch(init, predict).cuda().eval()
     xt = torch.from_numpy(x).cuda()
     torch.cuda.reset_peak_memory_stats()
@@ -109,14 +124,22 @@ def resnet50_inference(batch: int, reps: int) -> dict:
         def run_theirs():
             module(torch.from_numpy(x).cuda()).cpu()
 
-        theirs_ms = median_ms(run_theirs, reps, torch.cuda.synchronize)
+        ours_ms, theirs_ms, ratio = paired_ms(
+            (lambda: ours.run({name: x}), cuda.synchronize),
+            (run_theirs, torch.cuda.synchronize),
+            reps,
+            rounds,
+        )
         with tf32():
             theirs_tf32_ms = median_ms(run_theirs, reps, torch.cuda.synchronize)
         agree = np.allclose(ours.run({name: x})[ours.output_names[0]],
                             module(xt).cpu().numpy(), atol=1e-3)  # fmt: skip
+    if PROFILE:
+        PROFILES.append((f"ResNet-50 inference, batch {batch}", ours.profile({name: x}, 3)))
     return {"what": f"ResNet-50 inference, batch {batch}", "netbrew_ms": ours_ms,
-            "torch_ms": theirs_ms, "torch_tf32_ms": theirs_tf32_ms, "netbrew_mib": memory.peak_mib,
-            "torch_mib": torch.cuda.max_memory_allocated() / 2**20, "agree": agree}  # fmt: skip
+            "torch_ms": theirs_ms, "ratio": ratio, "torch_tf32_ms": theirs_tf32_ms,
+            "netbrew_mib": memory.peak_mib, "torch_mib": torch.cuda.max_memory_allocated() / 2**20,
+            "agree": agree}  # fmt: skip
 
 
 def resnet18_like(model, data: str = "data") -> str:
@@ -144,8 +167,10 @@ def resnet18_like(model, data: str = "data") -> str:
     return brew.fc(model, brew.flatten(model, pool, "flat"), "logits", 512, 10)
 
 
-def netbrew_training_step(kind: str, batch: int, reps: int) -> tuple[float, float]:
-    from netbrew import brew, cuda
+def netbrew_training_step(kind: str, batch: int):
+    """(step, memory): one training step of `kind` on the GPU, and the GpuMemory that
+    counts it (the parameters too, as torch.cuda.max_memory_allocated does)."""
+    from netbrew import brew
     from netbrew.brew import ModelHelper
     from netbrew.demo import training_model
     from netbrew.executor import Workspace
@@ -160,19 +185,19 @@ def netbrew_training_step(kind: str, batch: int, reps: int) -> tuple[float, floa
         brew.optimizer.build_sgd(model, 0.05, momentum=0.9, weight_decay=1e-4)
     model.run_all_on("cuda:0")
     rng = np.random.default_rng(0)
-    memory = GpuMemory()  # the parameters count, as in torch.cuda.max_memory_allocated
+    memory = GpuMemory()
     ws = Workspace()
     ws.run_net_once(model.param_init_net)
     ws.feed_blob("data", rng.random(shape, dtype=np.float32), device="cuda:0")
     ws.feed_blob("label", rng.integers(0, 10, batch).astype(np.int32), device="cuda:0")
     ws.create_net(model.net)
-    ms = median_ms(lambda: ws.run_net(model.net.name), reps, cuda.synchronize)
     if PROFILE:
         PROFILES.append((f"{kind} training step", ws.run_net(model.net.name, profile=True)))
-    return ms, memory.peak_mib
+    return (lambda: ws.run_net(model.net.name)), memory
 
 
-def torch_training_step(kind: str, batch: int, reps: int) -> tuple[float, float, float]:
+def torch_training_step(kind: str, batch: int):
+    """One PyTorch training step of `kind` (peak memory counted from here)."""
     import torch
     from torch import nn
 
@@ -197,10 +222,24 @@ def torch_training_step(kind: str, batch: int, reps: int) -> tuple[float, float,
         nn.functional.cross_entropy(net(x), y).backward()
         opt.step()
 
-    ms = median_ms(step, reps, torch.cuda.synchronize)
+    return step
+
+
+def training_row(kind: str, what: str, reps: int, rounds: int) -> dict:
+    import torch
+
+    from netbrew import cuda
+
+    ours, memory = netbrew_training_step(kind, 64)
+    theirs = torch_training_step(kind, 64)
+    ours_ms, theirs_ms, ratio = paired_ms(
+        (ours, cuda.synchronize), (theirs, torch.cuda.synchronize), reps, rounds
+    )
     with tf32():
-        tf32_ms = median_ms(step, reps, torch.cuda.synchronize)
-    return ms, tf32_ms, torch.cuda.max_memory_allocated() / 2**20
+        theirs_tf32_ms = median_ms(theirs, reps, torch.cuda.synchronize)
+    return {"what": what, "netbrew_ms": ours_ms, "torch_ms": theirs_ms, "ratio": ratio,
+            "torch_tf32_ms": theirs_tf32_ms, "netbrew_mib": memory.peak_mib,
+            "torch_mib": torch.cuda.max_memory_allocated() / 2**20}  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -250,14 +289,16 @@ def render(rows: list[dict], device: str) -> str:
         "",
         "Both sides compute in float32 (PyTorch with TF32 off; its TF32 time, the default for "
         "its convs, is given beside). Inference takes NumPy in and gives NumPy out on both "
-        "sides, as Predictor.run does; training steps start from data on the GPU.",
+        "sides, as Predictor.run does; training steps start from data on the GPU. The two "
+        f"alternate over {ROUNDS} rounds: times are medians of the rounds' medians, the "
+        "ratio the median of the rounds' ratios.",
         "",
         "| what | netbrew ms | PyTorch ms | netbrew / PyTorch | PyTorch TF32 ms | "
         "netbrew peak MiB | PyTorch peak MiB |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        ratio = r["netbrew_ms"] / r["torch_ms"]
+        ratio = r["ratio"]
         lines.append(f"| {r['what']} | {r['netbrew_ms']:.2f} | {r['torch_ms']:.2f} | "
                      f"{ratio:.2f} | {r['torch_tf32_ms']:.2f} | {r['netbrew_mib']:.0f} | "
                      f"{r['torch_mib']:.0f} |")  # fmt: skip
@@ -266,11 +307,12 @@ def render(rows: list[dict], device: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--reps", type=int, default=10, help="steps per round")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="print per-op GPU times too")
     args = parser.parse_args()
-    global PROFILE
-    PROFILE = args.profile
+    global PROFILE, ROUNDS
+    PROFILE, ROUNDS = args.profile, args.rounds
     import torch
 
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
@@ -282,14 +324,10 @@ def main() -> int:
         except cuda.DeviceError as e:
             print(f"benchmarks/cuda.py needs a GPU: {e}", file=sys.stderr)
         return 2
-    rows = [resnet50_inference(batch, args.reps) for batch in (1, 32)]
+    rows = [resnet50_inference(batch, args.reps, args.rounds) for batch in (1, 32)]
     for kind, what in (("demo", "demo CNN training step, batch 64"),
                        ("resnet18", "ResNet-18-sized training step, batch 64")):  # fmt: skip
-        ours_ms, ours_mib = netbrew_training_step(kind, 64, args.reps)
-        theirs_ms, theirs_tf32_ms, theirs_mib = torch_training_step(kind, 64, args.reps)
-        rows.append({"what": what, "netbrew_ms": ours_ms, "torch_ms": theirs_ms,
-                     "torch_tf32_ms": theirs_tf32_ms, "netbrew_mib": ours_mib,
-                     "torch_mib": theirs_mib})  # fmt: skip
+        rows.append(training_row(kind, what, args.reps, args.rounds))
     table = render(rows, cuda.device_name(0))
     print(table)
     (HERE / "CUDA.md").write_text(table)

@@ -3,6 +3,7 @@ net builds and trains on the CPU, and its table's ratios come from its figures."
 
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -45,9 +46,25 @@ def test_the_resnet18_sized_net_trains_on_the_cpu(bench):
 
 
 def test_table(bench):
-    row = {"what": "x", "netbrew_ms": 3.0, "torch_ms": 2.0, "torch_tf32_ms": 1.25,
+    row = {"what": "x", "netbrew_ms": 3.0, "torch_ms": 2.0, "ratio": 1.6, "torch_tf32_ms": 1.25,
            "netbrew_mib": 10, "torch_mib": 8}  # fmt: skip
-    assert "| x | 3.00 | 2.00 | 1.50 | 1.25 | 10 | 8 |" in bench.render([row], "GPU")
+    assert "| x | 3.00 | 2.00 | 1.60 | 1.25 | 10 | 8 |" in bench.render([row], "GPU")
+
+
+def test_the_two_sides_alternate_and_the_ratio_is_the_rounds_median(bench):
+    calls = []
+
+    def side(name, ms):
+        def step():
+            calls.append(name)
+            time.sleep(ms[len([c for c in calls if c == name]) % len(ms)] / 1e3)
+
+        return step, lambda: None
+
+    ours, theirs, ratio = bench.paired_ms(side("a", [4.0]), side("b", [2.0]), reps=2, rounds=3)
+    assert calls == ["a"] * 4 + ["b"] * 4 + (["a"] * 3 + ["b"] * 3) * 3  # warm-up, rounds
+    assert 3.5 < ours < 6 and 1.5 < theirs < 3.5
+    assert 1.3 < ratio < 2.7
 
 
 def test_any_batch_lets_light_resnet50_take_a_batch(bench):

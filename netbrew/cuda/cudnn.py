@@ -21,6 +21,7 @@ import glob
 import importlib.util
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,12 @@ WORKSPACE_BYTES = 1 << 30
 # 12.1 ms that way and 16.0 ms through cuDNN's strict-float32 algorithms, where batch 32
 # ran 26.8 and 18.0 ms, and the ResNet-18-sized training step (batch 64) 60.4 and 27.1 ms.
 MIN_BATCH = 2
+# NETBREW_CUDNN_BENCHMARK=1 times each geometry's algorithms on its first run, as
+# torch.backends.cudnn.benchmark does: cuDNN's first heuristic pick ran a 64x64x32x32 3x3
+# conv of the ResNet-18-sized step in 502 us (FFT) where another took 95, and its dX in
+# 199 where one took 90 (H200, one call's host and GPU time at full queue). Off by default
+# until it has run on a GPU (docs/cuda.md); the heuristic's first pick otherwise.
+BENCHMARK_RUNS = 3
 FLOAT, NCHW, CROSS_CORRELATION, FMA_MATH = 0, 0, 1, 3
 TENSOR_OP_MATHS = (1, 2)  # TF32 or converted: not taken
 
@@ -104,6 +111,11 @@ def _fn(name: str) -> Any:
             fn.restype = ctypes.c_int
             return fn
     raise DeviceError(f"cuDNN has no function {name}")
+
+
+def benchmark() -> bool:
+    """Whether a conv geometry's algorithms are timed on first use (BENCHMARK_RUNS)."""
+    return os.environ.get("NETBREW_CUDNN_BENCHMARK", "0") == "1"
 
 
 def enabled() -> bool:
@@ -200,52 +212,86 @@ class Plan:
                    "cudnnGetConvolutionBackwardFilterWorkspaceSize"),
     }  # fmt: skip
 
-    def algo(self, kind: str) -> tuple[int, int] | None:
-        """(algorithm, workspace bytes) for `kind`: cuDNN's first heuristic pick in strict
-        float32 whose workspace fits; None when there is none."""
+    def candidates(self, kind: str) -> list[tuple[int, int]]:
+        """(algorithm, workspace bytes) of cuDNN's heuristic picks for `kind`, best first,
+        in strict float32 and with a workspace that fits WORKSPACE_BYTES."""
+        heuristic, order, size_query = self._KINDS[kind]
+        descs = [getattr(self, {"c": "conv"}.get(ch, ch)) for ch in order]
+        results, count = (_AlgoPerf * 16)(), ctypes.c_int()
+        _check(_fn(heuristic)(self.h, *descs, 16, ctypes.byref(count), results), heuristic)
+        found = []
+        for r in results[: count.value]:
+            if r.status == 0 and r.math_type not in TENSOR_OP_MATHS:
+                size = ctypes.c_size_t()
+                _check(_fn(size_query)(self.h, *descs, r.algo, ctypes.byref(size)), size_query)
+                if size.value <= WORKSPACE_BYTES:
+                    found.append((r.algo, size.value))
+        return found
+
+    def algo(self, kind: str, operands: tuple | None = None) -> tuple[int, int] | None:
+        """(algorithm, workspace bytes) for `kind`, chosen on first use and kept: the
+        fastest of the candidates timed on `operands` (see `benchmark`), else cuDNN's
+        first heuristic pick; None when no algorithm fits."""
         if kind not in self._algos:
-            heuristic, order, size_query = self._KINDS[kind]
-            descs = [getattr(self, {"c": "conv"}.get(ch, ch)) for ch in order]
-            results, count = (_AlgoPerf * 16)(), ctypes.c_int()
-            _check(_fn(heuristic)(self.h, *descs, 16, ctypes.byref(count), results), heuristic)
-            chosen = None
-            for r in results[: count.value]:
-                if r.status == 0 and r.math_type not in TENSOR_OP_MATHS:
-                    size = ctypes.c_size_t()
-                    _check(_fn(size_query)(self.h, *descs, r.algo, ctypes.byref(size)), size_query)
-                    if size.value <= WORKSPACE_BYTES:
-                        chosen = (r.algo, size.value)
-                        break
+            found = self.candidates(kind)
+            chosen = found[0] if found else None
+            if len(found) > 1 and operands is not None and benchmark():
+                chosen = self._fastest(kind, found, operands)
             self._algos[kind] = chosen
         return self._algos[kind]
 
-    def _run(self, kind: str, name: str, *operands: Any) -> bool:
-        found = self.algo(kind)
-        if found is None:
-            return False
+    def _fastest(self, kind: str, found: list[tuple[int, int]], operands: tuple):
+        """The candidate that ran `operands` fastest (BENCHMARK_RUNS calls after one
+        warm-up); within 5% of it, the one with the smallest workspace."""
+        from netbrew.cuda import synchronize
+
+        name = self._NAMES[kind]
+        times = []
+        for algo, size in found:
+            if self._launch(name, algo, size, operands):
+                continue  # cuDNN refused it on these tensors
+            synchronize(self.device)
+            start = time.perf_counter()
+            for _ in range(BENCHMARK_RUNS):
+                self._launch(name, algo, size, operands)
+            synchronize(self.device)
+            times.append((time.perf_counter() - start, size, algo))
+        if not times:
+            return found[0]
+        best = min(t for t, _, _ in times)
+        size, _, algo = min((s, t, a) for t, s, a in times if t <= 1.05 * best)
+        return algo, size
+
+    _NAMES = {"fwd": "cudnnConvolutionForward", "data": "cudnnConvolutionBackwardData",
+              "filter": "cudnnConvolutionBackwardFilter"}  # fmt: skip
+
+    def _launch(self, name: str, algo: int, size: int, operands: tuple) -> int:
         from netbrew.operators.cuda.launch import empty
 
-        algo, size = found
         work = empty((size,), np.uint8) if size else None
         one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
         (a_desc, a), (b_desc, b), (out_desc, out) = operands
-        status = _fn(name)(self.h, ctypes.byref(one), a_desc, _ptr(a), b_desc, _ptr(b), self.conv,
-                           algo, _ptr(work), ctypes.c_size_t(size), ctypes.byref(zero), out_desc,
-                           _ptr(out))  # fmt: skip
-        _check(status, name)
+        return _fn(name)(self.h, ctypes.byref(one), a_desc, _ptr(a), b_desc, _ptr(b), self.conv,
+                         algo, _ptr(work), ctypes.c_size_t(size), ctypes.byref(zero), out_desc,
+                         _ptr(out))  # fmt: skip
+
+    def _run(self, kind: str, *operands: Any) -> bool:
+        found = self.algo(kind, operands)
+        if found is None:
+            return False
+        name = self._NAMES[kind]
+        _check(self._launch(name, *found, operands), name)
         return True
 
     def forward(self, x: Any, w: Any, y: Any) -> bool:
         """y = conv(x, w); False (nothing done) when no algorithm fits."""
-        return self._run("fwd", "cudnnConvolutionForward", (self.x, x), (self.w, w), (self.y, y))
+        return self._run("fwd", (self.x, x), (self.w, w), (self.y, y))
 
     def backward_data(self, w: Any, dy: Any, dx: Any) -> bool:
-        return self._run("data", "cudnnConvolutionBackwardData", (self.w, w), (self.y, dy),
-                         (self.x, dx))  # fmt: skip
+        return self._run("data", (self.w, w), (self.y, dy), (self.x, dx))
 
     def backward_filter(self, x: Any, dy: Any, dw: Any) -> bool:
-        return self._run("filter", "cudnnConvolutionBackwardFilter", (self.x, x), (self.y, dy),
-                         (self.w, dw))  # fmt: skip
+        return self._run("filter", (self.x, x), (self.y, dy), (self.w, dw))
 
 
 def plan(device: int, x_shape, w_shape, win: Any, group: int) -> Plan | None:

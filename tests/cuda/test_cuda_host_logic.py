@@ -70,3 +70,38 @@ def test_optimizer_scalars_must_hold_one_value():
         optim.on_device(np.ones(2, np.float32), np.dtype(np.float32), "MomentumSGDUpdate", "lr")
     with pytest.raises(ShapeError, match="'weight1' has shape"):
         optim.check_one(np.ones((1, 3)), "WeightedSum", "weight1")
+
+
+def test_cudnn_benchmark_mode_keeps_the_fastest_algorithm_else_the_heuristics(monkeypatch):
+    """Plan.algo's choice, with cuDNN's calls replaced by ones that take known times on a
+    clock of the test's own."""
+    import types
+
+    import netbrew.cuda
+
+    seconds = {1: 0.004, 4: 0.001, 5: 0.00102, 7: 0.003}  # algo 6 is refused (status 3)
+    launched, clock = [], [0.0]
+
+    def launch(name, algo, size, operands):
+        launched.append(algo)
+        if algo == 6:
+            return 3
+        clock[0] += seconds[algo]
+        return 0
+
+    monkeypatch.setattr(cudnn, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    plan = cudnn.Plan.__new__(cudnn.Plan)
+    plan.device, plan._algos = 0, {}
+    found = [(1, 0), (6, 0), (4, 1 << 20), (5, 1 << 10), (7, 0)]  # heuristic order
+    monkeypatch.setattr(plan, "candidates", lambda kind: list(found))
+    monkeypatch.setattr(plan, "_launch", launch)
+    monkeypatch.setattr(netbrew.cuda, "synchronize", lambda device=0: None)
+    monkeypatch.setenv("NETBREW_CUDNN_BENCHMARK", "0")
+    assert plan.algo("fwd", operands=()) == (1, 0) and launched == []  # the heuristic's pick
+    monkeypatch.setenv("NETBREW_CUDNN_BENCHMARK", "1")
+    # 4 and 5 within 5%: the smaller workspace wins
+    assert plan.algo("data", operands=()) == (5, 1 << 10)
+    assert launched.count(6) == 1 and launched.count(1) == 1 + cudnn.BENCHMARK_RUNS
+    assert plan.algo("data", operands=()) == (5, 1 << 10)  # kept: nothing timed again
+    assert plan.algo("filter") == (1, 0)  # no tensors to time on
