@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 22's checks in one run on a GPU machine without network (what the device tool
 # lends): pycuda from .gpu/ (tools/gpu_env.sh), every .cu compiled in parallel into
-# PyCUDA's cache, the `cuda` suite, the demo on the GPU and benchmarks/cuda.py. Logs and
-# the pycuda wheel built here go to $OUT (default /tmp/netbrew-gpu-out).
+# PyCUDA's cache, the `cuda` suite, the demo on the GPU and benchmarks/cuda.py, then the
+# conv tests and the benchmark again under each trial setting (see the loop at the end).
+# Logs and the pycuda wheel built here go to $OUT (default /tmp/netbrew-gpu-out).
 #
 #   bash tools/gpu_check.sh [pytest args...]
 set -o pipefail
@@ -48,4 +49,15 @@ stamp "benchmark"
 timeout "${NETBREW_GPU_BENCH_S:-150}" python3 benchmarks/cuda.py --reps 10 ${NETBREW_GPU_BENCH_ARGS:-} 2>&1 \
   | tee "$out/bench.log" | tail -120
 cp benchmarks/CUDA.md "$out/" 2>/dev/null
+# Trials that are off by default until a GPU run shows them right and faster; each one's
+# tests and benchmark land in $out beside the default run's (CUDA.md stays the default's).
+for trial in NETBREW_CUDNN_BENCHMARK=1; do
+  stamp "trial $trial"
+  env "$trial" timeout 120 python3 -m pytest -q -p no:cacheprovider -m cuda \
+    tests/cuda/kernels/test_cuda_conv.py tests/cuda/kernels/test_cuda_zoo.py "${plugins[@]}" \
+    --tb=short -rfE 2>&1 | tee "$out/pytest-${trial%%=*}.log" | tail -8
+  env "$trial" timeout "${NETBREW_GPU_BENCH_S:-150}" python3 benchmarks/cuda.py \
+    --reps 10 ${NETBREW_GPU_BENCH_ARGS:-} 2>&1 | tee "$out/bench-${trial%%=*}.log" | tail -6
+  cp "$out/CUDA.md" benchmarks/CUDA.md 2>/dev/null
+done
 stamp "done"

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from netbrew import cuda  # light: PyCUDA loads only when a GPU is first asked for
 from netbrew.errors import BlobNotFoundError, NetbrewError, OperatorError, SchemaError, suggest
 from netbrew.netdef.args import args_dict
 from netbrew.netdef.scope import device_name
@@ -63,9 +64,7 @@ class CompiledOp:
             ) from None
         try:
             if self.device_id is not None:  # the op's GPU context, current on this thread
-                from netbrew.cuda import activate
-
-                activate(self.device_id)
+                cuda.activate(self.device_id)
             dtypes = tuple([getattr(a, "dtype", None) for a in args])
             if dtypes != self._checked:  # a net's ops see the same dtypes run after run
                 self.schema.check_dtypes(args)
