@@ -82,3 +82,33 @@ def test_any_batch_lets_light_resnet50_take_a_batch(bench):
     x = np.random.default_rng(0).random((2, 3, 224, 224), dtype=np.float32)
     (out,) = predictor.run({predictor.input_names[0]: x}).values()
     assert out.shape == (2, 1000)
+
+
+def test_the_resnet18_sized_steps_optimizer_runs_in_four_launches_on_a_gpu(bench, monkeypatch):
+    """Placed on a GPU (the parameters there, as after param_init_net), the step's 38
+    WeightedSums and 56 MomentumSGDUpdates run as two batches, 32 tensors a launch."""
+    from netbrew import brew
+    from netbrew.brew import ModelHelper
+    from netbrew.executor.batching import OpBatch
+    from netbrew.executor.placement import plan_placement
+    from netbrew.executor.runtime import create_runtime
+    from netbrew.operators.cuda.optim import MULTI
+
+    model = ModelHelper("r18_gpu", seed=0)
+    softmax = brew.softmax(model, bench.resnet18_like(model), "softmax")
+    xent = model.net.LabelCrossEntropy([softmax, "label"], "xent")
+    model.add_gradient_operators([model.net.AveragedLoss(xent, "loss")])
+    brew.optimizer.build_sgd(model, 0.05, momentum=0.9, weight_decay=1e-4)
+    model.run_all_on("cuda:0")
+    init = model.param_init_net.proto()
+    made = {name for op in init.op for name in op.output}
+    placed = plan_placement(model.net.proto(), params=made, params_device="cuda:0").net
+    monkeypatch.setenv("NETBREW_BATCH_OPS", "1")
+    runtime = create_runtime(placed)  # compiles the CUDA kernels' launch code, runs nothing
+    batches = [s for s in runtime.steps if isinstance(s, OpBatch)]
+    assert [(b.ops[0].op.type, len(b.ops)) for b in batches] == [
+        ("WeightedSum", 38),
+        ("MomentumSGDUpdate", 56),
+    ]
+    assert sum(-(-len(b.ops) // MULTI) for b in batches) == 4
+    assert len(runtime.steps) == len(runtime.ops) - 94 + 2

@@ -10,7 +10,7 @@ arrays, as the CPU kernels do (the executor stores them under the in-place outpu
 WeightedSum and MomentumSGDUpdate also have batched kernels: the simple runtime gives
 them a run of consecutive ops (a training net's optimizer, one op per parameter; see
 netbrew/executor/batching.py), and one launch updates up to MULTI tensors. On the
-ResNet-18-sized step of benchmarks/cuda.py that is 5 launches instead of 94.
+ResNet-18-sized step of benchmarks/cuda.py that is 4 launches instead of 94.
 """
 
 from __future__ import annotations
