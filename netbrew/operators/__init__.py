@@ -71,6 +71,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     normalization_grad,
     onnx_ml,
     onnx_ml_trees,
+    onnx_training,
     optional,
     optional_grad,
     pool,

@@ -61,6 +61,10 @@ def _attribute(op: OperatorDef, arg: Argument, onnx_schema) -> onnx.AttributePro
     return helper.make_attribute(arg.name, value)
 
 
+DOMAIN_OPSETS = {"ai.onnx.ml": 5, "ai.onnx.preview.training": 1}
+"""The opset version exported for each non-default domain that has its own numbering."""
+
+
 def _copy_node(op: OperatorDef) -> onnx.NodeProto:
     domain = op.domain if op.domain not in ("", "caffe2") else ""
     try:
@@ -277,8 +281,7 @@ def export(
     domains = {n.domain for n in nodes if n.domain}
     newest = onnx.defs.onnx_opset_version()
     opsets = [helper.make_opsetid("", newest)] + [
-        helper.make_opsetid(d, onnx.defs.onnx_opset_version() if d != "ai.onnx.ml" else 5)
-        for d in sorted(domains)
+        helper.make_opsetid(d, DOMAIN_OPSETS.get(d, newest)) for d in sorted(domains)
     ]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="netbrew")
     if renames:  # the name map, for the values ONNX's single assignment forced apart

@@ -19,6 +19,7 @@ from onnx import helper, version_converter
 from netbrew.converters.onnx.attributes import tensor_to_array, to_argument
 from netbrew.errors import ModelLoadError
 from netbrew.netdef.tensor import data_type_of, from_array
+from netbrew.operators import onnx_training
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef, TensorShape
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -130,7 +131,10 @@ def graph_to_net(graph: onnx.GraphProto, base_dir: str | None = None) -> tuple[N
 
 def node_to_op(node: onnx.NodeProto, subgraph=None) -> OperatorDef:
     """One ONNX node as an OperatorDef (same type, names and attributes)."""
-    op = OperatorDef(type=node.op_type, input=node.input, output=node.output)
+    op_type = node.op_type
+    if node.domain == onnx_training.DOMAIN:  # Adam and the others clash with Caffe2's
+        op_type = onnx_training.NAMES.get(op_type, op_type)
+    op = OperatorDef(type=op_type, input=node.input, output=node.output)
     if node.name:
         op.name = node.name
     if node.domain not in DEFAULT_DOMAINS:

@@ -123,4 +123,5 @@ for _op, _why in {
 from netbrew.converters.onnx import (  # noqa: E402, F401  (register Scale..., ConvRelu...)
     caffe2_utility_to_onnx,
     fused_to_onnx,
+    training_to_onnx,
 )
