@@ -17,6 +17,7 @@ import onnx
 from onnx import helper, version_converter
 
 from netbrew.converters.onnx.attributes import tensor_to_array, to_argument
+from netbrew.converters.onnx.gradient_op import expand_gradient_ops
 from netbrew.errors import ModelLoadError
 from netbrew.netdef.tensor import data_type_of, from_array
 from netbrew.operators import onnx_training
@@ -126,6 +127,7 @@ def graph_to_net(graph: onnx.GraphProto, base_dir: str | None = None) -> tuple[N
             net.value_info.append(info)
     for node in graph.node:
         net.op.append(node_to_op(node, subgraph))
+    expand_gradient_ops(net)
     return init, net
 
 
