@@ -89,6 +89,7 @@ from netbrew.operators import (  # noqa: F401  (imported to register their ops)
     rnn_grad,
     roi,
     roi_grad,
+    scan8,
     scatter_gather,
     scatter_gather_grad,
     selection,

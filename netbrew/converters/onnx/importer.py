@@ -68,6 +68,40 @@ def upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
 
 
+SCAN8_DOMAIN = "netbrew.scan8"
+"""Where hold_opset8_scans puts opset-8 Scans, out of onnx.version_converter's reach."""
+
+
+def hold_opset8_scans(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with its opset-8 Scans (batch axis 0, sequence axis 1) moved to
+    SCAN8_DOMAIN, where the version converter leaves them, and imported as Scan8.
+
+    The converter's 8 -> 9 adapter relabels a Scan without moving its batch axis, so the
+    upgraded op would scan the batch. Each held Scan's body is upgraded on its own (kept as
+    written where that fails). Top-level Scans only: opset 8 has no If or Loop bodies
+    that hold one in the models seen."""
+    current = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
+    scans = [n for n in model.graph.node if n.op_type == "Scan" and n.domain in DEFAULT_DOMAINS]
+    if current is None or current >= 9 or not scans:
+        return model
+    held = onnx.ModelProto()
+    held.CopyFrom(model)
+    target = onnx.defs.onnx_opset_version()
+    for node in held.graph.node:
+        if node.op_type != "Scan" or node.domain not in DEFAULT_DOMAINS:
+            continue
+        node.domain = SCAN8_DOMAIN
+        for attr in node.attribute:
+            if attr.name == "body":
+                body = helper.make_model(attr.g, opset_imports=[helper.make_opsetid("", current)])
+                try:
+                    attr.g.CopyFrom(version_converter.convert_version(body, target).graph)
+                except Exception:  # noqa: BLE001  (the converter raises bare RuntimeErrors)
+                    pass  # the body's ops as written; most read the same at any opset
+    held.opset_import.append(helper.make_opsetid(SCAN8_DOMAIN, 1))
+    return held
+
+
 def shape_info(value: onnx.ValueInfoProto) -> TensorShape | None:
     """A TensorShape for a tensor-typed value (None for sequences, maps, optionals)."""
     if not value.type.HasField("tensor_type"):
@@ -133,14 +167,16 @@ def graph_to_net(graph: onnx.GraphProto, base_dir: str | None = None) -> tuple[N
 
 def node_to_op(node: onnx.NodeProto, subgraph=None) -> OperatorDef:
     """One ONNX node as an OperatorDef (same type, names and attributes)."""
-    op_type = node.op_type
-    if node.domain == onnx_training.DOMAIN:  # Adam and the others clash with Caffe2's
+    op_type, domain = node.op_type, node.domain
+    if domain == onnx_training.DOMAIN:  # Adam and the others clash with Caffe2's
         op_type = onnx_training.NAMES.get(op_type, op_type)
+    elif domain == SCAN8_DOMAIN:  # see hold_opset8_scans
+        op_type, domain = "Scan8", ""
     op = OperatorDef(type=op_type, input=node.input, output=node.output)
     if node.name:
         op.name = node.name
-    if node.domain not in DEFAULT_DOMAINS:
-        op.domain = node.domain
+    if domain not in DEFAULT_DOMAINS:
+        op.domain = domain
     convert = subgraph or (lambda g: graph_to_net(g)[1])
     op.arg.extend(to_argument(attr, convert) for attr in node.attribute)
     return op
@@ -170,6 +206,7 @@ def import_model(
             4 or later also lists as graph inputs (overridable defaults).
     """
     model, base_dir = load_onnx(model_or_path)
+    model = hold_opset8_scans(model)
     if upgrade_opset:
         model = upgrade(model)
     if infer_shapes:

@@ -120,6 +120,12 @@ for _op, _why in {
 }.items():
     not_exportable(_op, f"{_op} is {_why}, not part of an inference model")
 
+not_exportable(
+    "Scan8",
+    "ONNX opset 8's batched Scan, which later opsets cannot write as one node (their Scan "
+    "has no batch axis); export an opset-9 Scan inside a loop over the batch instead",
+)
+
 from netbrew.converters.onnx import (  # noqa: E402, F401  (register Scale..., ConvRelu...)
     caffe2_utility_to_onnx,
     fused_to_onnx,
