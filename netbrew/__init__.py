@@ -28,6 +28,7 @@ from netbrew.executor import (
 )
 from netbrew.netdef import Net, load_blobs, load_net, save_blobs, save_net
 from netbrew.netdef.model_dir import load_model, save_model
+from netbrew.parity import compare
 
 # `netbrew.script` is the function; the package of the same name holds its parts
 from netbrew.script import ScriptError, script  # noqa: E402  (isort: keep last)
@@ -48,6 +49,7 @@ __all__ = [
     "UnknownOperatorError",
     "UnsupportedConversion",
     "Workspace",
+    "compare",
     "get_num_threads",
     "load_blobs",
     "load_model",

@@ -113,16 +113,35 @@ def cmd_draw(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(ns: argparse.Namespace) -> int:
-    from netbrew.executor import Predictor
-
-    init_net, net = resolve_model(ns.model, ns.init, ns.strict)
+def read_inputs(items: Sequence[str]) -> dict[str, np.ndarray]:
+    """--input NAME=FILE.npy items as feeds."""
     feeds = {}
-    for item in ns.input:
+    for item in items:
         name, sep, file = item.partition("=")
         if not sep:
             raise NetbrewError(f"--input {item!r}: expected NAME=FILE.npy")
         feeds[name] = np.load(file, allow_pickle=False)
+    return feeds
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    """Prints nb.compare's report; exit status 1 when a blob diverges."""
+    from netbrew.parity import PEERS, compare
+
+    model: object = ns.model
+    if not str(ns.model).lower().endswith(".onnx"):
+        model = resolve_model(ns.model, ns.init)
+    against = ns.against if ns.against in PEERS else Path(ns.against)
+    report = compare(model, read_inputs(ns.input), against=against, rtol=ns.rtol, atol=ns.atol)
+    print(report)
+    return 0 if report.ok else 1
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    from netbrew.executor import Predictor
+
+    init_net, net = resolve_model(ns.model, ns.init, ns.strict)
+    feeds = read_inputs(ns.input)
     outputs = Predictor(init_net, net, device=ns.device, strict=ns.strict).run(feeds)
     out_dir = Path(ns.output)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -360,6 +379,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeat)")
     run.add_argument("-o", "--output", default=".", help="folder for the output .npy files")
     run.set_defaults(func=cmd_run)
+    cmp = sub.add_parser(
+        "compare", help="run a model in netbrew and in onnxruntime: the first blob that differs"
+    )
+    cmp.add_argument("model", help=".onnx file, model folder, or predict_net .pb/.pbtxt")
+    cmp.add_argument("--init", help="init_net file")
+    cmp.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeat)")
+    cmp.add_argument(
+        "--against",
+        default="onnxruntime",
+        help="onnxruntime or reference (the same .onnx model), or an .onnx file run by "
+        "onnxruntime (a NetDef's export)",
+    )
+    cmp.add_argument("--rtol", type=float, default=1e-4)
+    cmp.add_argument("--atol", type=float, default=1e-5)
+    cmp.set_defaults(func=cmd_compare)
     bench = sub.add_parser("bench", help="time a model's ops on random inputs")
     bench.add_argument("model", help="model folder, predict_net .pb/.pbtxt, or .onnx file")
     bench.add_argument("--init", help="init_net file")
