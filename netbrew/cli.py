@@ -388,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--against",
         default="onnxruntime",
-        help="onnxruntime or reference (the same .onnx model), or an .onnx file run by "
+        help="onnxruntime, reference or torch (the same model), or an .onnx file run by "
         "onnxruntime (a NetDef's export)",
     )
     cmp.add_argument("--rtol", type=float, default=1e-4)

@@ -4,14 +4,15 @@
     print(report)        # every compared blob, and the first divergence
     report.first         # BlobDiff of the first blob out of tolerance, or None
 
-netbrew runs `model` op by op and keeps every op's outputs. The peer runs the same ONNX
-model and answers every intermediate value too: onnxruntime (`against="onnxruntime"`,
-every node output added as a graph output) or onnx's ReferenceEvaluator
-(`against="reference"`). `against` may also be another ONNX model or path, run by
-onnxruntime, to compare a NetDef with its export. Blobs are matched by name (the
-importer and exporter keep names), in netbrew's op order, so the first blob out of
-tolerance is the first op that computed something else; the report says whether its
-inputs agreed, which tells a wrong op from one fed wrong values.
+netbrew runs `model` op by op and keeps every op's outputs. The peer answers every
+intermediate value too: onnxruntime on the same ONNX model (`against="onnxruntime"`, every
+node output added as a graph output), onnx's ReferenceEvaluator (`against="reference"`),
+or the PyTorch module that netbrew.converters.module.to_torch builds from the model
+(`against="torch"`, its `blobs()`, float32 on the CPU). `against` may also be another
+ONNX model or path, run by onnxruntime, to compare a NetDef with its export. Blobs are
+matched by name (the importer and exporter keep names), in netbrew's op order, so the
+first blob out of tolerance is the first op that computed something else; the report
+says whether its inputs agreed, which tells a wrong op from one fed wrong values.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from netbrew.errors import NetbrewError
 
-PEERS = ("onnxruntime", "reference")
+PEERS = ("onnxruntime", "reference", "torch")
 
 
 @dataclass
@@ -103,8 +104,8 @@ def compare(
     Args:
         model: an ONNX ModelProto or .onnx path, or (init_net, predict_net) NetDefs.
         inputs: the feeds, by name.
-        against: "onnxruntime" or "reference" (then `model` must be ONNX), or an ONNX
-            ModelProto or path, run by onnxruntime.
+        against: "onnxruntime" or "reference" (then `model` must be ONNX), "torch" (the
+            module to_torch builds), or an ONNX ModelProto or path, run by onnxruntime.
         rtol, atol: the tolerance, as numpy.isclose's.
 
     Raises:
@@ -112,6 +113,11 @@ def compare(
             the two runs compute no blob in common.
     """
     onnx_model = _onnx_model(model)
+    feeds = {k: np.asarray(v) for k, v in inputs.items()}
+    if isinstance(against, str) and against == "torch":
+        ours, writers = _netbrew_values(model if onnx_model is None else onnx_model, feeds)
+        theirs = _torch_values(model if onnx_model is None else onnx_model, feeds)
+        return _report("torch (to_torch)", ours, writers, theirs, rtol, atol)
     if isinstance(against, str) and against in PEERS:
         if onnx_model is None:
             raise NetbrewError(
@@ -126,10 +132,13 @@ def compare(
                 f"compare: against must be {' or '.join(map(repr, PEERS))} or an ONNX model, "
                 f"got {type(against).__name__}"
             )
-    feeds = {k: np.asarray(v) for k, v in inputs.items()}
     ours, writers = _netbrew_values(model if onnx_model is None else onnx_model, feeds)
     theirs = _peer_values(peer_model, feeds, peer)
     label = peer if peer_model is onnx_model else f"onnxruntime on {peer_model.graph.name!r}"
+    return _report(label, ours, writers, theirs, rtol, atol)
+
+
+def _report(label: str, ours: dict, writers: dict, theirs: dict, rtol, atol) -> ParityReport:
     report = ParityReport(label, rtol, atol)
     for name, (where, op_inputs) in writers.items():
         if name not in theirs or theirs[name] is None:
@@ -142,6 +151,31 @@ def compare(
             f"netbrew wrote {sorted(writers)[:8]}, the peer {sorted(theirs)[:8]}"
         )
     return report
+
+
+def _nets(model: Any) -> tuple:
+    """(init_net, predict_net) of NetDefs or an ONNX model."""
+    if isinstance(model, tuple) and len(model) == 2:
+        return model
+    from netbrew.converters.onnx import import_model
+
+    return import_model(model)
+
+
+def _torch_values(model: Any, feeds: dict) -> dict:
+    """Every blob of the to_torch module's forward, as NumPy arrays."""
+    import torch
+
+    from netbrew.converters.module import to_torch
+
+    module = to_torch(*_nets(model))
+    missing = [n for n in module.input_names if n not in feeds]
+    if missing:
+        raise NetbrewError(f"compare: no value given for input(s) {missing} of the module")
+    with torch.no_grad():
+        env = module.blobs(*(torch.from_numpy(np.ascontiguousarray(feeds[n]))
+                             for n in module.input_names))  # fmt: skip
+    return {k: v.detach().numpy() if hasattr(v, "detach") else v for k, v in env.items()}
 
 
 def _onnx_model(model: Any):
@@ -158,12 +192,7 @@ def _netbrew_values(model: Any, feeds: dict) -> tuple[dict, dict]:
     """Every op's outputs as netbrew computes them, and each blob's last writer."""
     from netbrew.executor import Workspace
 
-    if isinstance(model, tuple) and len(model) == 2:
-        init, predict = model
-    else:
-        from netbrew.converters.onnx import import_model
-
-        init, predict = import_model(model)
+    init, predict = _nets(model)
     ws = Workspace()
     if init is not None:
         ws.run_net_once(init)

@@ -126,3 +126,17 @@ def test_the_command_line_prints_the_report_and_fails_on_a_divergence(
     monkeypatch.setitem(KERNELS._items, ("Relu", "cpu"), lambda v: (relu(v)[0] * 2,))
     assert main(args) == 1
     assert "first divergence: 'relu'" in capsys.readouterr().out
+
+
+def test_against_the_torch_module_to_torch_builds(monkeypatch):
+    torch = pytest.importorskip("torch")
+    report = nb.compare(small_model(), INPUTS, against="torch")
+    assert report.ok and [d.name for d in report.diffs] == ["conv", "relu", "pool", "flat", "y"]
+    module = nb.converters.module.to_torch(*nb.converters.onnx.import_model(small_model()))
+    with torch.no_grad():
+        blobs = module.blobs(torch.from_numpy(INPUTS["x"]))
+    assert torch.equal(blobs["y"], module(torch.from_numpy(INPUTS["x"])))
+    relu = KERNELS[("Relu", "cpu")]
+    monkeypatch.setitem(KERNELS._items, ("Relu", "cpu"), lambda v: (relu(v)[0] - 1.0,))
+    report = nb.compare(small_model(), INPUTS, against="torch")
+    assert report.first.name == "relu" and report.peer == "torch (to_torch)"

@@ -112,6 +112,13 @@ class PlanForward:
         """Called with the inputs before the steps run (torch notes their device)."""
 
     def forward(self, *inputs: Any) -> Any:
+        env = self.blobs(*inputs)
+        outputs = tuple(env[name] for name in self.output_names)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def blobs(self, *inputs: Any) -> dict[str, Any]:
+        """Runs forward on `inputs` and answers every blob's value by its NetDef name
+        (inputs, parameters and intermediates): what nb.compare checks against netbrew."""
         if len(inputs) != len(self.input_names):
             raise TypeError(
                 f"{self.net_name}: forward takes {len(self.input_names)} inputs "
@@ -123,8 +130,7 @@ class PlanForward:
             env[blob] = getattr(self.get_submodule(path), attr)
         for run in self._steps:
             run(self, env)
-        outputs = tuple(env[name] for name in self.output_names)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return env
 
     def extra_repr(self) -> str:
         return (
