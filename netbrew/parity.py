@@ -27,6 +27,7 @@ import numpy as np
 from netbrew.errors import NetbrewError
 
 PEERS = ("onnxruntime", "reference", "torch")
+STOPPED = "\0stopped"  # writers' entry for the error that stopped netbrew's run
 
 
 @dataclass
@@ -52,6 +53,7 @@ class ParityReport:
     atol: float
     diffs: list[BlobDiff] = field(default_factory=list)
     only_netbrew: list[str] = field(default_factory=list)
+    netbrew_error: str = ""  # the op where netbrew's run stopped, and why
 
     @property
     def first(self) -> BlobDiff | None:
@@ -59,7 +61,7 @@ class ParityReport:
 
     @property
     def ok(self) -> bool:
-        return self.first is None
+        return self.first is None and not self.netbrew_error
 
     def inputs_agreed(self, diff: BlobDiff) -> bool:
         """Whether every input of `diff`'s op that both runs have matched."""
@@ -73,8 +75,12 @@ class ParityReport:
         )
         lines = [head]
         first = self.first
+        if self.netbrew_error:
+            lines.append(f"netbrew stopped: {self.netbrew_error}")
         if first is None:
-            lines.append("every compared blob agrees")
+            lines.append(
+                "every compared blob agrees" + (" up to there" if self.netbrew_error else "")
+            )
         else:
             fed = "its inputs agreed" if self.inputs_agreed(first) else "its inputs differed too"
             lines.append(
@@ -139,13 +145,13 @@ def compare(
 
 
 def _report(label: str, ours: dict, writers: dict, theirs: dict, rtol, atol) -> ParityReport:
-    report = ParityReport(label, rtol, atol)
+    report = ParityReport(label, rtol, atol, netbrew_error=writers.pop(STOPPED, ""))
     for name, (where, op_inputs) in writers.items():
         if name not in theirs or theirs[name] is None:
             report.only_netbrew.append(name)
             continue
         report.diffs.append(_diff(name, where, op_inputs, ours[name], theirs[name], rtol, atol))
-    if not report.diffs:
+    if not report.diffs and not report.netbrew_error:
         raise NetbrewError(
             "compare: the two runs computed no blob of the same name; "
             f"netbrew wrote {sorted(writers)[:8]}, the peer {sorted(theirs)[:8]}"
@@ -200,7 +206,12 @@ def _netbrew_values(model: Any, feeds: dict) -> tuple[dict, dict]:
         ws.feed_blob(name, value)
     values, writers = {}, {}
     for index, op in enumerate(predict.op):
-        ws.run_operator_once(op)
+        try:
+            ws.run_operator_once(op)
+        except NetbrewError as e:  # compare what ran; the report names where it stopped
+            message = str(e).splitlines()[0]  # run alone, the op was "op #0"
+            writers[STOPPED] = message.replace("op #0 ", f"op #{index} ", 1)
+            break
         where = f"op #{index} {op.type}" + (f" {op.name!r}" if op.name else "")
         for out in op.output:
             if out and ws.has_blob(out):

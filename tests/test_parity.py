@@ -140,3 +140,17 @@ def test_against_the_torch_module_to_torch_builds(monkeypatch):
     monkeypatch.setitem(KERNELS._items, ("Relu", "cpu"), lambda v: (relu(v)[0] - 1.0,))
     report = nb.compare(small_model(), INPUTS, against="torch")
     assert report.first.name == "relu" and report.peer == "torch (to_torch)"
+
+
+def test_a_failing_op_ends_the_comparison_and_is_named(monkeypatch):
+    def broken(x):
+        raise ValueError("the kernel broke")
+
+    monkeypatch.setitem(KERNELS._items, ("Relu", "cpu"), broken)
+    report = nb.compare(small_model(), INPUTS, against="reference")
+    assert not report.ok and report.first is None
+    assert [d.name for d in report.diffs] == ["conv"]
+    assert report.netbrew_error.startswith("op #1 Relu 'relu1' failed on cpu")
+    text = str(report)
+    assert "netbrew stopped: op #1 Relu 'relu1' failed on cpu" in text
+    assert "every compared blob agrees up to there" in text
