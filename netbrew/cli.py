@@ -189,8 +189,9 @@ def cmd_convert(ns: argparse.Namespace) -> int:
     from netbrew.netdef.serialize import write_atomic
 
     write_atomic(dst, model.SerializeToString())
-    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    print(f"{src} -> {dst} (opset {opset}, {len(model.graph.node)} nodes, checked)")
+    from netbrew.converters.onnx.importer import default_opset
+
+    print(f"{src} -> {dst} (opset {default_opset(model)}, {len(model.graph.node)} nodes, checked)")
     return 0
 
 

@@ -119,29 +119,30 @@ def compare(
             the two runs compute no blob in common.
     """
     onnx_model = _onnx_model(model)
+    source = model if onnx_model is None else onnx_model
     feeds = {k: np.asarray(v) for k, v in inputs.items()}
     if isinstance(against, str) and against == "torch":
-        ours, writers = _netbrew_values(model if onnx_model is None else onnx_model, feeds)
-        theirs = _torch_values(model if onnx_model is None else onnx_model, feeds)
-        return _report("torch (to_torch)", ours, writers, theirs, rtol, atol)
-    if isinstance(against, str) and against in PEERS:
+        label, peer = "torch (to_torch)", lambda: _torch_values(source, feeds)
+    elif isinstance(against, str) and against in PEERS:
         if onnx_model is None:
             raise NetbrewError(
                 f"compare: against={against!r} runs the same ONNX model, but the model is a "
                 "NetDef; pass its ONNX export as `against`"
             )
-        peer_model, peer = onnx_model, against
+        label, peer = against, lambda: _peer_values(onnx_model, feeds, against)
     else:
-        peer_model, peer = _onnx_model(against), "onnxruntime"
+        peer_model = _onnx_model(against)
         if peer_model is None:
             raise NetbrewError(
                 f"compare: against must be {' or '.join(map(repr, PEERS))} or an ONNX model, "
                 f"got {type(against).__name__}"
             )
-    ours, writers = _netbrew_values(model if onnx_model is None else onnx_model, feeds)
-    theirs = _peer_values(peer_model, feeds, peer)
-    label = peer if peer_model is onnx_model else f"onnxruntime on {peer_model.graph.name!r}"
-    return _report(label, ours, writers, theirs, rtol, atol)
+        label, peer = (
+            f"onnxruntime on {peer_model.graph.name!r}",
+            lambda: _peer_values(peer_model, feeds, "onnxruntime"),
+        )
+    ours, writers = _netbrew_values(source, feeds)
+    return _report(label, ours, writers, peer(), rtol, atol)
 
 
 def _report(label: str, ours: dict, writers: dict, theirs: dict, rtol, atol) -> ParityReport:

@@ -203,19 +203,20 @@ class Plan:
         )
         self._algos: dict[str, tuple[int, int] | None] = {}
 
-    _KINDS = {  # kind -> (heuristic, its descriptors' order, workspace-size query)
-        "fwd": ("cudnnGetConvolutionForwardAlgorithm_v7", "xwcy",
+    _KINDS = {  # kind -> (the conv call, its heuristic, descriptors' order, workspace query)
+        "fwd": ("cudnnConvolutionForward", "cudnnGetConvolutionForwardAlgorithm_v7", "xwcy",
                 "cudnnGetConvolutionForwardWorkspaceSize"),
-        "data": ("cudnnGetConvolutionBackwardDataAlgorithm_v7", "wycx",
-                 "cudnnGetConvolutionBackwardDataWorkspaceSize"),
-        "filter": ("cudnnGetConvolutionBackwardFilterAlgorithm_v7", "xycw",
+        "data": ("cudnnConvolutionBackwardData", "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+                 "wycx", "cudnnGetConvolutionBackwardDataWorkspaceSize"),
+        "filter": ("cudnnConvolutionBackwardFilter",
+                   "cudnnGetConvolutionBackwardFilterAlgorithm_v7", "xycw",
                    "cudnnGetConvolutionBackwardFilterWorkspaceSize"),
     }  # fmt: skip
 
     def candidates(self, kind: str) -> list[tuple[int, int]]:
         """(algorithm, workspace bytes) of cuDNN's heuristic picks for `kind`, best first,
         in strict float32 and with a workspace that fits WORKSPACE_BYTES."""
-        heuristic, order, size_query = self._KINDS[kind]
+        _, heuristic, order, size_query = self._KINDS[kind]
         descs = [getattr(self, {"c": "conv"}.get(ch, ch)) for ch in order]
         results, count = (_AlgoPerf * 16)(), ctypes.c_int()
         _check(_fn(heuristic)(self.h, *descs, 16, ctypes.byref(count), results), heuristic)
@@ -245,7 +246,7 @@ class Plan:
         warm-up); within 5% of it, the one with the smallest workspace."""
         from netbrew.cuda import synchronize
 
-        name = self._NAMES[kind]
+        name = self._KINDS[kind][0]
         times = []
         for algo, size in found:
             if self._launch(name, algo, size, operands):
@@ -262,9 +263,6 @@ class Plan:
         size, _, algo = min((s, t, a) for t, s, a in times if t <= 1.05 * best)
         return algo, size
 
-    _NAMES = {"fwd": "cudnnConvolutionForward", "data": "cudnnConvolutionBackwardData",
-              "filter": "cudnnConvolutionBackwardFilter"}  # fmt: skip
-
     def _launch(self, name: str, algo: int, size: int, operands: tuple) -> int:
         from netbrew.operators.cuda.launch import empty
 
@@ -279,7 +277,7 @@ class Plan:
         found = self.algo(kind, operands)
         if found is None:
             return False
-        name = self._NAMES[kind]
+        name = self._KINDS[kind][0]
         _check(self._launch(name, *found, operands), name)
         return True
 

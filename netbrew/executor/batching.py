@@ -104,15 +104,12 @@ def batch_ops(ops: list[CompiledOp]) -> list[CompiledOp | OpBatch]:
         written.clear()
 
     for op in ops:
-        if run and _joins(run, written, op):
-            run.append(op)
-            written.update(n for n in op.outputs if n)
-            continue
-        close()
-        if _batch_kernel(op) is not None:
-            run.append(op)
-            written.update(n for n in op.outputs if n)
-        else:
-            steps.append(op)
+        if not (run and _joins(run, written, op)):
+            close()
+            if _batch_kernel(op) is None:
+                steps.append(op)
+                continue
+        run.append(op)
+        written.update(n for n in op.outputs if n)
     close()
     return steps

@@ -264,19 +264,27 @@ schema(
 def scan_grad(op, g_out, g_in):
     """Gradients of the initial states, the scan inputs and the captured blobs."""
     attrs = copy_attrs(op)
+    plan = scan_plan(len(op.input), len(op.output), attrs["body"], attrs)
+    return scan_gradient_ops(op, g_out, g_in, attrs, plan.n, plan.k)
+
+
+def scan_gradient_ops(op, g_out, g_in, attrs: dict, n: int, k: int, lead: int = 0) -> list:
+    """The `<op.type>Gradient` op of a Scan-like op with n states and k scan outputs,
+    whose first `lead` inputs (Scan8's sequence_lens) get no gradient: it reads the op's
+    inputs and the outputs' gradients, and writes the gradients of the other inputs and
+    of the captured blobs; none when none is wanted."""
     body: NetDef = attrs["body"]
-    plan = scan_plan(len(op.input), len(op.output), body, attrs)
     wanted = captured_wanted(op, g_in)
-    declared = padded(g_in, len(op.input))[: len(op.input)]
+    declared = padded(g_in, len(op.input))[lead : len(op.input)]
     if not wanted and not any(declared):
         return []
-    g_out = padded(g_out, plan.n + plan.k)
-    seeded = [*range(plan.n), *(plan.n + j for j in range(plan.k) if g_out[plan.n + j])]
+    g_out = padded(g_out, n + k)
+    seeded = [*range(n), *(n + j for j in range(k) if g_out[n + j])]
     wrt = [blob for blob, _ in wanted]
-    check_vjp(body, seeded, [*body.external_input, *wrt], "Scan body")
+    check_vjp(body, seeded, [*body.external_input, *wrt], f"{op.type} body")
     inputs = [*op.input, *(g or "" for g in g_out)]
     outputs = [*(g or "" for g in declared), *(g for _, g in wanted)]
-    return [op_def("ScanGradient", inputs, outputs, **attrs, wrt=wrt)]
+    return [op_def(f"{op.type}Gradient", inputs, outputs, **attrs, wrt=wrt)]
 
 
 def _scan_record(args, plan, body, scope) -> tuple[list[list], list]:

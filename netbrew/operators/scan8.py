@@ -21,12 +21,10 @@ from typing import Any
 import numpy as np
 
 from netbrew.errors import SchemaError, ShapeError
-from netbrew.netdef.net import op_def
 from netbrew.operators.control_flow import empty_scan_output, scan_cpu
-from netbrew.operators.control_flow_grad import scan_gradient_cpu
+from netbrew.operators.control_flow_grad import scan_gradient_cpu, scan_gradient_ops
 from netbrew.operators.grad_util import copy_attrs
 from netbrew.operators.schema import REQUIRED, gradient, kernel, schema
-from netbrew.operators.subgraph_grad import captured_wanted, check_vjp, padded
 from netbrew.proto.netbrew_pb2 import NetDef
 
 schema(
@@ -114,6 +112,11 @@ def _stacked(rows: list, like: Any) -> np.ndarray:
     return np.stack([np.asarray(r) for r in rows])
 
 
+def _entry(values: tuple, n: int, b: int, length: int) -> list:
+    """Batch entry b's states and its first `length` steps of each scan input."""
+    return [np.asarray(s)[b] for s in values[:n]] + [np.asarray(x)[b, :length] for x in values[n:]]
+
+
 def _entry_attrs(attrs: dict, m: int) -> dict:
     return {"num_scan_inputs": m, "scan_input_directions": attrs.get("directions")}
 
@@ -125,8 +128,7 @@ def scan8_cpu(*args, body, scope, output_mask, **attrs):
     steps = np.asarray(values[n]).shape[1]
     per_entry = []
     for b in range(batch):
-        entry = [np.asarray(s)[b] for s in values[:n]]
-        entry += [np.asarray(x)[b, : lens[b]] for x in values[n:]]
+        entry = _entry(values, n, b, lens[b])
         per_entry.append(scan_cpu(*entry, body=body, scope=scope, output_mask=output_mask,
                                   **_entry_attrs(attrs, m)))  # fmt: skip
     k = len(output_mask) - n
@@ -146,21 +148,9 @@ def scan8_grad(op, g_out, g_in):
     """Gradients of the initial states, the scan inputs and the captured blobs (none for
     sequence_lens)."""
     attrs = copy_attrs(op)
-    body: NetDef = attrs["body"]
-    m = int(attrs["num_scan_inputs"])
-    n = len(op.input) - 1 - m
-    k = len(body.external_output) - n
-    wanted = captured_wanted(op, g_in)
-    declared = padded(g_in, len(op.input))[1 : len(op.input)]
-    if not wanted and not any(declared):
-        return []
-    g_out = padded(g_out, n + k)
-    seeded = [*range(n), *(n + j for j in range(k) if g_out[n + j])]
-    wrt = [blob for blob, _ in wanted]
-    check_vjp(body, seeded, [*body.external_input, *wrt], "Scan8 body")
-    inputs = [*op.input, *(g or "" for g in g_out)]
-    outputs = [*(g or "" for g in declared), *(g for _, g in wanted)]
-    return [op_def("Scan8Gradient", inputs, outputs, **attrs, wrt=wrt)]
+    n = len(op.input) - 1 - int(attrs["num_scan_inputs"])
+    k = len(attrs["body"].external_output) - n
+    return scan_gradient_ops(op, g_out, g_in, attrs, n, k, lead=1)
 
 
 @kernel("Scan8Gradient")
@@ -180,8 +170,7 @@ def scan8_gradient_cpu(*args, body, wrt, scope, output_mask, **attrs):
     wrt = list(wrt or [])
     per_entry = []
     for b in range(batch):
-        entry = [np.asarray(s)[b] for s in values[:n]]
-        entry += [np.asarray(x)[b, : lens[b]] for x in values[n:]]
+        entry = _entry(values, n, b, lens[b])
         entry += [None if d is None else np.asarray(d)[b] for d in d_final]
         entry += [None if d is None else np.asarray(d)[b, : lens[b]] for d in dys]
         per_entry.append(scan_gradient_cpu(*entry, body=body, wrt=wrt, scope=scope,

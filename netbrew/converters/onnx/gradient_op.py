@@ -14,9 +14,8 @@ from __future__ import annotations
 from netbrew.errors import ModelLoadError
 from netbrew.netdef.args import args_dict
 from netbrew.netdef.autodiff import add_gradient_ops
+from netbrew.operators.onnx_training import DOMAIN
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
-
-DOMAIN = "ai.onnx.preview.training"
 
 
 def is_gradient_node(op: OperatorDef) -> bool:

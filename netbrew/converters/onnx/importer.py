@@ -47,6 +47,11 @@ def load_onnx(
     return model, str(path.parent)
 
 
+def default_opset(model: onnx.ModelProto) -> int | None:
+    """The model's default-domain opset version; None when it imports none."""
+    return next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
+
+
 def upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model at the newest default-domain opset, via onnx.version_converter.
 
@@ -54,7 +59,7 @@ def upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
     kernels then see the older op versions (most are compatible).
     """
     target = onnx.defs.onnx_opset_version()
-    current = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), target)
+    current = default_opset(model) or target
     if current >= target:
         return model
     try:
@@ -80,7 +85,7 @@ def hold_opset8_scans(model: onnx.ModelProto) -> onnx.ModelProto:
     upgraded op would scan the batch. Each held Scan's body is upgraded on its own (kept as
     written where that fails). Top-level Scans only: opset 8 has no If or Loop bodies
     that hold one in the models seen."""
-    current = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
+    current = default_opset(model)
     scans = [n for n in model.graph.node if n.op_type == "Scan" and n.domain in DEFAULT_DOMAINS]
     if current is None or current >= 9 or not scans:
         return model

@@ -35,8 +35,8 @@ MULTI_PAIRS = 4  # the most WeightedSum pairs a batched launch takes (NB_MULTI_P
 CHUNK = 1024  # elements a block of a batched launch serves (NB_MULTI_CHUNK)
 
 
-@register("WeightedSum", device="cuda")
-def weighted_sum_cuda(*inputs):
+def _pairs(inputs: tuple) -> tuple[np.dtype, tuple, tuple]:
+    """WeightedSum's (dtype, X's, weights), checked: pairs, and X's of one shape and dtype."""
     op = "WeightedSum"
     if len(inputs) % 2:
         raise ShapeError(
@@ -45,7 +45,20 @@ def weighted_sum_cuda(*inputs):
     xs, ws = inputs[0::2], inputs[1::2]
     named = {f"X{i}": x for i, x in enumerate(xs)}
     _same_shape(op, "X0", named)
-    dtype = same_dtype(op, **named)
+    return same_dtype(op, **named), xs, ws
+
+
+def _sgd_dtype(grad, moment, param) -> np.dtype:
+    """MomentumSGDUpdate's dtype, checked: grad, moment and param of one shape and dtype."""
+    op = "MomentumSGDUpdate"
+    _same_shape(op, "param", {"param": param, "grad": grad, "moment": moment})
+    return same_dtype(op, grad=grad, moment=moment, param=param)
+
+
+@register("WeightedSum", device="cuda")
+def weighted_sum_cuda(*inputs):
+    op = "WeightedSum"
+    dtype, xs, ws = _pairs(inputs)
     tag = suffix(dtype, op, FLOAT)
     y = empty(xs[0].shape, dtype)
     for i, (x, w) in enumerate(zip(xs, ws)):
@@ -90,8 +103,7 @@ def weighted_sum_gradient_cuda(dy, weight, x=None, *, output_mask):
 @register("MomentumSGDUpdate", device="cuda")
 def momentum_sgd_update_cuda(grad, moment, lr, param, *, momentum: float, nesterov: int):
     op = "MomentumSGDUpdate"
-    _same_shape(op, "param", {"param": param, "grad": grad, "moment": moment})
-    dtype = same_dtype(op, grad=grad, moment=moment, param=param)
+    dtype = _sgd_dtype(grad, moment, param)
     rate = on_device(lr, dtype, op, "lr")
     outs = [empty(param.shape, dtype) for _ in range(3)]  # step, moment, param
     scalars = np.float64(momentum), np.int32(bool(nesterov))
@@ -158,8 +170,7 @@ def momentum_sgd_update_batched_cuda(calls, *, momentum: float, nesterov: int):
     op = "MomentumSGDUpdate"
     checked = []
     for grad, moment, lr, param in calls:
-        _same_shape(op, "param", {"param": param, "grad": grad, "moment": moment})
-        dtype = same_dtype(op, grad=grad, moment=moment, param=param)
+        dtype = _sgd_dtype(grad, moment, param)
         checked.append((dtype, grad, moment, on_device(lr, dtype, op, "lr"), param))
     dtypes = {c[0] for c in checked}
     if len(dtypes) > 1:
@@ -183,13 +194,8 @@ def weighted_sum_batched_cuda(calls):
         return [weighted_sum_cuda(*c) for c in calls]
     checked = []
     for inputs in calls:
-        if len(inputs) % 2:
-            raise ShapeError(f"{op}: got {len(inputs)} inputs, expected pairs")
-        xs = inputs[0::2]
-        named = {f"X{i}": x for i, x in enumerate(xs)}
-        _same_shape(op, "X0", named)
-        dtype = same_dtype(op, **named)
-        ws = [on_device(w, dtype, op, f"weight{i}") for i, w in enumerate(inputs[1::2])]
+        dtype, xs, weights = _pairs(inputs)
+        ws = [on_device(w, dtype, op, f"weight{i}") for i, w in enumerate(weights)]
         checked.append((dtype, xs, ws))
     dtypes = {c[0] for c in checked}
     if len(dtypes) > 1:
