@@ -79,8 +79,8 @@ class _BatchNorm(Module):
             want = " or ".join(f"{r}D" for r in self.ranks)
             raise ValueError(f"expected {want} input (got {input.ndim}D input)")
         factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            self.num_batches_tracked += 1
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked += 1  # None: a converted NetDef's layer, which has none
             if self.momentum is None:
                 factor = 1.0 / float(self.num_batches_tracked)
         use_batch = self.training or self.running_mean is None

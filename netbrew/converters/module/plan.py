@@ -34,6 +34,7 @@ import numpy as np
 from netbrew.converters.module.plan_layers import RECOGNIZERS, linear_chain, static_ranks
 from netbrew.executor.workspace import Workspace, _netdef
 from netbrew.netdef.args import args_dict
+from netbrew.netdef.autodiff import captured_reads
 from netbrew.operators import get_schema
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
 
@@ -54,6 +55,8 @@ LAYER_CLASSES: dict[tuple[str, int], str] = {
 }
 # where a layer's stateful attribute is a buffer rather than a parameter
 BUFFERS = frozenset({"running_mean", "running_var", "num_batches_tracked"})
+# ops whose inputs 3 and 4 are running statistics (buffers, also where no layer runs them)
+_NORMS = frozenset({"BatchNormalization", "SpatialBN"})
 _SUFFIXES = ("_w", "_b", "_weight", "_bias", "_s", "_rm", "_riv", "_scale")
 
 
@@ -82,6 +85,7 @@ class Step:
     attrs: dict[str, Any] = field(default_factory=dict)  # parsed, defaults filled
     layer: Layer | None = None
     flatten_axis: int | None = None  # FC: flatten the input at this axis first
+    captured: list[str] = field(default_factory=list)  # outer blobs its subgraphs read
 
 
 @dataclass
@@ -96,6 +100,7 @@ class Plan:
     placement: dict[str, tuple[str, str]]  # blob -> (module path, attribute)
     renames: dict[str, str]  # natural state_dict key -> blob name, where they differ
     steps: list[Step]
+    buffers: set[str] = field(default_factory=set)  # other params kept as buffers
 
     def containers(self) -> list[str]:
         """Module paths that hold no layer, parents before children."""
@@ -274,10 +279,12 @@ def build_plan(
         else:
             step = None
         if step is None or step.layer is None:
-            n, step = 1, Step(op, list(op.input), list(op.output), attrs)
+            n, step = 1, Step(op, list(op.input), list(op.output), attrs, None, None)
+            step.captured = captured_reads(op)  # If, Loop: their bodies read blobs by name
         steps.append(step)
         i += n
     placer = _place(layers, params, stems, reserved)
+    running = [s.op.input[3:5] for s in steps if s.layer is None and s.op.type in _NORMS]
     return Plan(
         name=predict_net.name or "net",
         inputs=inputs,
@@ -287,6 +294,7 @@ def build_plan(
         placement=placer.placement,
         renames=placer.renames,
         steps=steps,
+        buffers={b for pair in running for b in pair if b in params},
     )
 
 
@@ -306,9 +314,21 @@ def _layer_step(net, i, attrs, params, ranks, uses, outputs) -> tuple[int, Step 
     found = RECOGNIZERS[op.type](op, attrs, arrays, ranks)
     if found is None:
         return 1, None
+    if found[0] == "BatchNorm":
+        found = (*found[:3], {**found[3], **_batches_tracked(found[3], params)})
     x = op.input[1] if op.type == "Gather" else op.input[0]
     flatten = 1 if op.type == "FC" else None
     return 1, Step(op, [x], list(op.output), attrs, Layer("", *found), flatten_axis=flatten)
+
+
+def _batches_tracked(names: dict[str, str], params: dict) -> dict[str, str]:
+    """A torch BatchNorm's counter, P.num_batches_tracked beside P.running_mean, which
+    no op reads (from_torch keeps it in the init net): it stays with its layer."""
+    mean = names.get("running_mean", "")
+    if not mean.endswith(".running_mean"):
+        return {}
+    blob = mean[: -len("running_mean")] + "num_batches_tracked"
+    return {"num_batches_tracked": blob} if blob in params else {}
 
 
 def _claim(candidate: Layer, layers: list[Layer], stems: list[str], op: OperatorDef):

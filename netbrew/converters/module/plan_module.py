@@ -72,21 +72,33 @@ def build_tree(root: Any, plan: Plan, backend: Backend) -> None:
                 made.add(sub)
         layer = plan.layers.get(path)
         if layer is None or attr not in layer.params:
-            backend.set_state(root.get_submodule(path), attr, value, False)
+            backend.set_state(root.get_submodule(path), attr, value, blob in plan.buffers)
         elif path not in made:
             parent, _, name = path.rpartition(".")
             root.get_submodule(parent).add_module(name, backend.make_layer(layer, plan.params))
             made.add(path)
 
 
-def layer_runner(step: Step, flatten: Callable[[Any, int], Any]) -> Callable[[Any, dict], None]:
-    """A step that calls its layer (after flatten(x, axis) where the plan asks for it)."""
+def layer_runner(
+    step: Step,
+    flatten: Callable[[Any, int], Any],
+    wrap_indices: Callable[[Any, int], Any] | None = None,
+) -> Callable[[Any, dict], None]:
+    """A step that calls its layer (after flatten(x, axis) where the plan asks for it).
+
+    An Embedding comes from a Gather, whose indices may count from the end (-1 is the
+    last row); a backend whose Embedding refuses that passes `wrap_indices(x, rows)`."""
     path, x, out, axis = step.layer.path, step.inputs[0], step.outputs[0], step.flatten_axis
+    rows = step.layer.config["num_embeddings"] if step.layer.kind == "Embedding" else None
+    if wrap_indices is None:
+        rows = None
 
     def run_layer(root: Any, env: dict) -> None:
         value = env[x]
         if axis is not None:
             value = flatten(value, axis)
+        if rows is not None:
+            value = wrap_indices(value, rows)
         env[out] = root.get_submodule(path)(value)
 
     return run_layer
@@ -100,6 +112,18 @@ class PlanForward:
     input_names: list[str]
     output_names: list[str]
     _steps: list[Callable[[Any, dict], None]]
+
+    # what the backends' NetModules set on each instance: no parameter may take these names
+    INSTANCE_ATTRIBUTES = frozenset(
+        "net_name input_names output_names _steps _state_refs _constants _device _renames "
+        "_inverse".split()
+    )
+
+    @classmethod
+    def reserved(cls, module: Any) -> Callable[[str], bool]:
+        """Whether a name is taken on a NetModule built over the backend Module `module`
+        (its attributes, PlanForward's, and the instances' own)."""
+        return (set(dir(module)) | set(dir(cls)) | cls.INSTANCE_ATTRIBUTES).__contains__
 
     def _setup(self, plan: Plan, backend: Backend) -> None:
         self.net_name = plan.name

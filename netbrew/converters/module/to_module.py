@@ -33,8 +33,10 @@ import numpy as np
 from netbrew import nn
 from netbrew.converters.module.plan import Plan, Step, build_plan
 from netbrew.converters.module.plan_module import Backend, PlanForward, layer_runner
+from netbrew.executor.compiled import compile_op
 from netbrew.netdef.args import args_dict
 from netbrew.nn._dispatch import call
+from netbrew.operators import get_schema
 
 
 def to_module(init_net: Any, predict_net: Any) -> NetModule:
@@ -49,11 +51,10 @@ def to_module(init_net: Any, predict_net: Any) -> NetModule:
         returns its output (a tuple when there are several); its state_dict keys are
         exactly the blobs the init net fills.
     """
-    taken = set(dir(nn.Module())) | set(dir(PlanForward))
     plan = build_plan(
         init_net,
         predict_net,
-        reserved=taken.__contains__,
+        reserved=PlanForward.reserved(nn.Module()),
         available=lambda name: hasattr(nn, name),
     )
     return NetModule(plan).eval()
@@ -71,9 +72,11 @@ def _flatten(value: Any, axis: int) -> Any:
     return call("Flatten", [value], axis=axis)
 
 
-def _op_runner(step: Step):
+def _op_runner(index: int, step: Step):
     op_type, args = step.op.type, args_dict(step.op.arg)
     count = len(step.outputs)
+    if step.captured or _reads_names(op_type):
+        return _scope_runner(index, step)
 
     def run_op(root: NetModule, env: dict) -> None:
         inputs = [env[i] if i else None for i in step.inputs]
@@ -86,13 +89,40 @@ def _op_runner(step: Step):
     return run_op
 
 
+def _reads_names(op_type: str) -> bool:
+    schema = get_schema(op_type)
+    return schema.wants_names or schema.wants_scope
+
+
+def _scope_runner(index: int, step: Step):
+    """An op that reads blobs by name (If and Loop, whose bodies read outer blobs): run
+    as the executor runs it, on the blobs it names. Eager only: tracing the module
+    records no such op."""
+    compiled = compile_op(index, step.op)
+    names = [*step.inputs, *step.captured]
+
+    def run_op(root: NetModule, env: dict) -> None:
+        blobs = {name: env[name] for name in names if name}
+        if any(not isinstance(v, np.ndarray) for v in blobs.values()):
+            raise TypeError(f"{compiled.where}: runs eagerly only; it cannot be traced")
+        compiled.run(blobs)
+        for name in step.outputs:
+            if name:
+                env[name] = blobs[name]
+
+    return run_op
+
+
 class NetModule(PlanForward, nn.Module):
     """A NetDef as a netbrew.nn Module (see netbrew.converters.module.to_module)."""
 
     def __init__(self, plan: Plan) -> None:
         super().__init__()
         self._setup(plan, _BACKEND)
-        self._steps = [layer_runner(s, _flatten) if s.layer else _op_runner(s) for s in plan.steps]
+        self._steps = [
+            layer_runner(s, _flatten) if s.layer else _op_runner(i, s)
+            for i, s in enumerate(plan.steps)
+        ]
         self._renames = dict(plan.renames)  # module path -> blob name
         self._inverse = {blob: key for key, blob in plan.renames.items()}
 

@@ -54,9 +54,18 @@ def to_torch(init_net: Any, predict_net: Any) -> Any:
         ImportError: torch is not installed.
     """
     torch = import_torch()
-    taken = set(dir(torch.nn.Module())) | set(dir(PlanForward))  # "training", "forward", ...
-    plan = build_plan(init_net, predict_net, reserved=taken.__contains__)
+    reserved = PlanForward.reserved(torch.nn.Module())  # "training", "forward", ...
+    plan = build_plan(init_net, predict_net, reserved=reserved)
     return _module_class()(plan).eval()
+
+
+def _numpy(torch: Any, value: Any) -> Any:
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+
+
+def _wrap_indices(indices: Any, rows: int) -> Any:
+    """Gather's indices for nn.Embedding, which refuses negative ones: -1 is row rows-1."""
+    return indices + (indices < 0).to(indices.dtype) * rows
 
 
 def to_tensor(torch: Any, array: np.ndarray) -> Any:
@@ -65,6 +74,26 @@ def to_tensor(torch: Any, array: np.ndarray) -> Any:
     if array.dtype.name == "bfloat16":
         return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
     return torch.from_numpy(np.array(array, copy=True, order="C"))
+
+
+def _counterless_norms(torch: Any, root: Any) -> None:
+    """BatchNorm layers without num_batches_tracked (a NetDef has no such blob): torch's
+    loader adds the key itself to a state dict without version metadata (a plain dict,
+    one read back from a file), then strict loading calls it unexpected. Drop that key."""
+    norm = torch.nn.modules.batchnorm._NormBase
+    added = {
+        f"{path}.num_batches_tracked"
+        for path, m in root.named_modules()
+        if isinstance(m, norm) and m.track_running_stats and m.num_batches_tracked is None
+    }
+    if not added:
+        return
+
+    def after_load(mod, incompatible):
+        keys = incompatible.unexpected_keys
+        keys[:] = [k for k in keys if k not in added]
+
+    root.register_load_state_dict_post_hook(after_load)
 
 
 def _rename_hooks(module: Any, renames: dict[str, str]) -> None:
@@ -103,10 +132,11 @@ def _op_runner(torch: Any, index: int, step: Step):
 
     def run_op(root, env):
         args = [env[i] if i else None for i in step.inputs]
+        scope = {name: env[name] for name in step.captured}
         try:
-            results = fn(torch, args, attrs) if fn is not None else numpy_op(args)
+            results = fn(torch, args, attrs) if fn is not None else numpy_op(args, scope)
         except NumpyFallback:
-            results = numpy_op(args)
+            results = numpy_op(args, scope)
         for name, value in zip(step.outputs, results):
             if name:
                 env[name] = value
@@ -126,10 +156,11 @@ def _constant_value(index: int, op) -> np.ndarray:
     return blobs[op.output[0]]
 
 
-def _run_numpy(torch: Any, compiled: Any, args: list) -> tuple:
-    """Runs netbrew's NumPy kernel on tensors: exact, but outside autograd."""
-    op = compiled.op
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+def _run_numpy(torch: Any, compiled: Any, args: list, scope: dict | None = None) -> tuple:
+    """Runs netbrew's NumPy kernel on tensors: exact, but outside autograd. `scope`: the
+    outer blobs that the op's subgraphs read by name (If, Loop), by name."""
+    op, scope = compiled.op, scope or {}
+    tensors = [a for a in [*args, *scope.values()] if isinstance(a, torch.Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         raise UnsupportedConversion(
             f"{compiled.where} -> {', '.join(op.output)} has no torch implementation; it "
@@ -137,7 +168,8 @@ def _run_numpy(torch: Any, compiled: Any, args: list) -> tuple:
             "module under torch.no_grad(), or freeze the parameters it reads"
         )
     device = tensors[0].device if tensors else torch.device("cpu")
-    blobs = {n: a.detach().cpu().numpy() for n, a in zip(op.input, args) if n and a is not None}
+    named = [*zip(op.input, args), *scope.items()]
+    blobs = {n: _numpy(torch, a) for n, a in named if n and a is not None}
     compiled.run(blobs)
     return tuple(to_tensor(torch, blobs[o]).to(device) if o else None for o in op.output)
 
@@ -160,13 +192,16 @@ def _module_class() -> type:
             super().__init__()
             self._setup(plan, backend)
             self._steps = [
-                layer_runner(s, torch.flatten) if s.layer else _op_runner(torch, i, s)
+                layer_runner(s, torch.flatten, _wrap_indices)
+                if s.layer
+                else _op_runner(torch, i, s)
                 for i, s in enumerate(plan.steps)
             ]
             self._constants: dict[str, Any] = {}
             self._device = None
             if plan.renames:
                 _rename_hooks(self, plan.renames)
+            _counterless_norms(torch, self)
 
         def _constant(self, name: str, value: Any) -> Any:
             """A Constant op's tensor, moved (once) to the device of the inputs."""

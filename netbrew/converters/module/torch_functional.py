@@ -80,6 +80,8 @@ def softmax_torch(torch, inputs, attrs):
 @implements("Clip")
 def clip_torch(torch, inputs, attrs):
     x, low, high = (inputs + [None, None])[:3]
+    if low is None and high is None:  # ONNX: no bounds is the identity
+        return (x,)
     return (torch.clamp(x, low, high),)
 
 
@@ -273,7 +275,7 @@ def dropout_torch(torch, inputs, attrs):
 @implements("Flatten")
 def flatten_torch(torch, inputs, attrs):
     x = inputs[0]
-    axis = attrs["axis"] % (x.dim() + 1) if attrs["axis"] < 0 else attrs["axis"]
+    axis = attrs["axis"] + x.dim() if attrs["axis"] < 0 else attrs["axis"]
     return (x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:])),)
 
 

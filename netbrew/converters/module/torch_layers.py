@@ -22,13 +22,14 @@ from netbrew.errors import UnsupportedConversion
 F = "torch.nn.functional"
 
 
-def _tuple(value: Any, n: int) -> list[int]:
-    """torch's int-or-tuple options as a list of n ints."""
+def _tuple(value: Any, n: int) -> list[int | None]:
+    """torch's int-or-tuple options as a list of n ints (None stays None: an adaptive
+    pool's 'keep this size')."""
     if isinstance(value, (list, tuple)):
         if len(value) == 1:
-            return [int(value[0])] * n
-        return [int(v) for v in value]
-    return [int(value)] * n
+            return _tuple(value[0], n)
+        return [None if v is None else int(v) for v in value]
+    return [None if value is None else int(value)] * n
 
 
 def _param_shape(g: TorchGraph, node: Any, name: str, index: int) -> tuple[int, ...]:

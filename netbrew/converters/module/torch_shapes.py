@@ -263,6 +263,11 @@ def getitem(g: TorchGraph, node: Any) -> None:
         g.blobs[node] = g.blobs[source][g.value(index)]
         return
     if g.is_node(index) and index in g.blobs:
+        if g.tensor(index).dtype == g.torch.bool:  # x[mask]: the entries where mask holds
+            found = g.emit("NonZero", [g.blob(index)], f"{node.name}_nonzero")
+            at = g.emit("Transpose", [found], f"{node.name}_indices", perm=[1, 0])
+            g.emit("GatherND", [g.blob(source), at], node)
+            return
         g.emit("Gather", [g.blob(source), g.blob(index)], node, axis=0)
         return
     _index(g, node, source, g.value(index))
