@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from netbrew.brew._util import expand, window_args
+from netbrew.brew._util import caffe2_window, expand
 from netbrew.brew.arg_scope import helper
 from netbrew.brew.initializers import ConstantInit, Initializer, XavierInit, resolve
 from netbrew.brew.model_helper import ModelHelper, Tags
@@ -56,7 +56,7 @@ def conv(
     """
     if dim_in % group or dim_out % group:
         raise ValueError(f"conv {blob_out!r}: group {group} must divide {dim_in} and {dim_out}")
-    window = window_args(kernel, stride, pad, dilation)
+    window = caffe2_window(op_args, kernel, stride, pad, dilation)
     shape = [dim_out, dim_in // group, *window["kernel_shape"]]
     params = _weight_and_bias(model, blob_out, shape, dim_out, no_bias, weight_init, bias_init)
     inputs = [blob_in, *params]
@@ -86,7 +86,7 @@ def conv_transpose(
 
     `adj` is Caffe2's name for ONNX's output_padding. Emits: ConvTranspose.
     """
-    window = window_args(kernel, stride, pad, dilation)
+    window = caffe2_window(op_args, kernel, stride, pad, dilation)
     shape = [dim_in, dim_out // group, *window["kernel_shape"]]
     params = _weight_and_bias(model, blob_out, shape, dim_out, no_bias, weight_init, bias_init)
     inputs = [blob_in, *params]

@@ -22,8 +22,13 @@ def spatial_bn(
     is_test: bool = False,
     scale_init: Initializer | None = None,
     bias_init: Initializer | None = None,
+    init_scale: float = 1.0,
+    init_bias: float = 0.0,
 ) -> BlobReference:
     """Batch normalization over the channel axis (1).
+
+    The scale and bias start at `init_scale` and `init_bias` (Caffe2's arguments) unless
+    `scale_init` / `bias_init` give initializers.
 
     Training (is_test=False) normalises with the batch's statistics and updates the
     running ones in place: running = momentum * running + (1 - momentum) * batch.
@@ -33,10 +38,10 @@ def spatial_bn(
     (BIAS, zeros), `{blob_out}_rm` and `{blob_out}_rv` (COMPUTED: running mean, variance).
     """
     scale = model.create_param(
-        f"{blob_out}_s", [dim_in], resolve(scale_init, ConstantInit(1.0)), Tags.WEIGHT
+        f"{blob_out}_s", [dim_in], resolve(scale_init, ConstantInit(init_scale)), Tags.WEIGHT
     )
     bias = model.create_param(
-        f"{blob_out}_b", [dim_in], resolve(bias_init, ConstantInit()), Tags.BIAS
+        f"{blob_out}_b", [dim_in], resolve(bias_init, ConstantInit(init_bias)), Tags.BIAS
     )
     mean = model.create_param(f"{blob_out}_rm", [dim_in], ConstantInit(0.0), Tags.COMPUTED)
     var = model.create_param(f"{blob_out}_rv", [dim_in], ConstantInit(1.0), Tags.COMPUTED)

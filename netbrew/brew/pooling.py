@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from netbrew.brew._util import window_args
+from netbrew.brew._util import caffe2_window
 from netbrew.brew.arg_scope import helper
 from netbrew.brew.model_helper import ModelHelper
 from netbrew.netdef.net import BlobReference
@@ -30,7 +30,7 @@ def max_pool(
     GlobalMaxPool."""
     if global_pooling:
         return global_max_pool(model, blob_in, blob_out)
-    window = window_args(_kernel(kernel, "max_pool", blob_out), stride, pad)
+    window = caffe2_window(op_args, _kernel(kernel, "max_pool", blob_out), stride, pad)
     return model.net.MaxPool(blob_in, blob_out, **window, **op_args)
 
 
@@ -56,7 +56,7 @@ def average_pool(
     AveragePool or GlobalAveragePool."""
     if global_pooling:
         return global_avg_pool(model, blob_in, blob_out)
-    window = window_args(_kernel(kernel, "average_pool", blob_out), stride, pad)
+    window = caffe2_window(op_args, _kernel(kernel, "average_pool", blob_out), stride, pad)
     return model.net.AveragePool(blob_in, blob_out, **window, **op_args)
 
 

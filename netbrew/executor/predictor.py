@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -164,12 +164,27 @@ class Predictor:
         )  # fmt: skip
         self.predict_net = self.placement.net
 
-    def check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """The feeds as arrays, after checking names, dtypes and ranks."""
+    def check_feeds(self, feeds: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
+        """The feeds as arrays, after checking names, dtypes and ranks. A list or tuple
+        gives the inputs in the order of `input_names`, as Caffe2's Predictor took them."""
+        if isinstance(feeds, (list, tuple)):
+            if len(feeds) != len(self.input_names):
+                raise FeedError(
+                    f"got {len(feeds)} input array(s) in a list, expected "
+                    f"{len(self.input_names)}: {', '.join(self.input_names) or 'none'}"
+                )
+            feeds = dict(zip(self.input_names, feeds))
+        elif not isinstance(feeds, Mapping):
+            raise FeedError(
+                f"feeds must be a dict {{input name: array}} or a list of arrays in the "
+                f"order {self.input_names}, got {type(feeds).__name__}"
+            )
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
+            strays = [n for n in feeds if n not in self.external_inputs]
+            fed = f" (fed instead: {', '.join(map(repr, strays))})" if strays else ""
             raise FeedError(
-                f"missing input {missing[0]!r}{self._expected(missing[0])}; "
+                f"missing input {missing[0]!r}{self._expected(missing[0])}{fed}; "
                 f"the net's inputs are: {', '.join(self.input_names)}"
             )
         # a blob the init net fills may still be fed (Caffe2 init nets often create a
@@ -208,8 +223,9 @@ class Predictor:
         ]
         return f" (expected {dtype_of(info.data_type)}[{', '.join(dims)}])"
 
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Runs the net on `feeds` (input name -> array); returns output name -> array.
+    def run(self, feeds: Mapping[str, Any] | Sequence[Any]) -> dict[str, np.ndarray]:
+        """Runs the net on `feeds` (input name -> array, or a list of arrays in the order
+        of `input_names`); returns output name -> array.
 
         Thread-safe: each call runs on its own blob dict, a shallow copy of the parameters
         the init net made, so calls from several threads neither see nor overwrite each

@@ -1,7 +1,8 @@
 """caffe2.python.rnn_cell on netbrew: LSTM as one ONNX LSTM op.
 
 Caffe2 unrolled its LSTMCell into a RecurrentNetwork op; netbrew runs ONNX's LSTM, which
-has backpropagation through time (netbrew.operators.rnn_grad).
+has backpropagation through time (netbrew.operators.rnn_grad), and carries each
+sequence's last hidden state through the padded steps of hidden_t_all, as LSTMUnit did.
 """
 
 from __future__ import annotations
@@ -63,10 +64,33 @@ def LSTM(  # noqa: N802
             ["hidden_t_all_4d", "hidden_t_last", "cell_t_last"],
             hidden_size=hid,
         )
-        hidden_all = model.net.Squeeze([y, _axes(model)], "hidden_t_all")
+        y = model.net.Squeeze([y, _axes(model)], "hidden_t_all_padded")
+        hidden_all = _carry_last(model, y, lengths, h_last)
         cell_all = BlobReference(str(c_last).replace("cell_t_last", "cell_t_all"), model.net)
     outputs = (hidden_all, h_last, cell_all, c_last)
     return (*outputs, {"W": w, "R": r, "B": b}) if return_params else outputs
+
+
+def _carry_last(model: Any, y: Any, lengths: Any, h_last: Any) -> BlobReference:
+    """hidden_t_all as Caffe2's LSTMUnit leaves it: past a sequence's length the hidden
+    state stays the last valid one (ONNX's Y is zero there); Where(t < len[n], Y, Y_h)."""
+    import numpy as np
+
+    net = model.net
+    steps = net.Gather([net.Shape(y, "lstm_y_shape"), _constant(model, "lstm_t_axis", 0)],
+                       "lstm_steps")  # fmt: skip
+    zero, one = _constant(model, "lstm_zero", 0), _constant(model, "lstm_one", 1)
+    t = net.Unsqueeze([net.Range([zero, steps, one], "lstm_t"), one], "lstm_t_col")
+    wide = net.Cast(lengths, "lstm_lengths64", to=np.int64)
+    valid = net.Less([t, net.Unsqueeze([wide, zero], "lstm_lengths_row")], "lstm_valid")
+    mask = net.Unsqueeze([valid, _constant(model, "lstm_h_axis", [2])], "lstm_valid3")
+    return net.Where([mask, y, h_last], "hidden_t_all")
+
+
+def _constant(model: Any, name: str, value: Any) -> BlobReference:
+    import numpy as np
+
+    return model.add_constant(name, np.array(value, np.int64))
 
 
 def _bias(values: list[float], forget_bias: float):
@@ -77,6 +101,4 @@ def _bias(values: list[float], forget_bias: float):
 
 def _axes(model: Any) -> BlobReference:
     """The constant [1] that squeezes Y's direction axis."""
-    import numpy as np
-
-    return model.add_constant("lstm_direction_axis", np.array([1], np.int64))
+    return _constant(model, "lstm_direction_axis", [1])

@@ -7,23 +7,35 @@ import numpy as np
 
 from netbrew.converters.caffe2.context import Context, refuse, translator
 from netbrew.converters.caffe2.ops_window import nhwc, wrap_nhwc
+from netbrew.errors import UnsupportedConversion
 from netbrew.proto.netbrew_pb2 import OperatorDef
 
 
-@translator("Add", "Sub", "Mul", "Div")
+@translator("Add", "Sub", "Mul", "Div", "Pow")
 def broadcast_arith(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
-    """Caffe2's broadcast=1 with `axis` aligns B with A's dims from `axis` on; B is reshaped
-    to B.shape + [1] * (rank(A) - axis - rank(B)) so NumPy broadcasting matches."""
+    """Caffe2's broadcast=1 with `axis` (or `axis_str`, a letter of `order`) aligns B with
+    A's dims from `axis` on; B is reshaped to B.shape + [1] * (rank(A) - axis - rank(B))
+    so NumPy broadcasting matches. Pow's exponent may be an argument instead of B."""
+    ops: list[OperatorDef] = []
+    if op.type == "Pow" and len(op.input) == 1:
+        if not ctx.has("exponent"):
+            raise UnsupportedConversion("Pow: expected an `exponent` argument or a 2nd input")
+        exponent, exponent_op = ctx.const(float(ctx.arg("exponent")), np.float32)
+        ops.append(exponent_op)
+        a, b = op.input[0], exponent
+    else:
+        a, b = op.input
     broadcast, axis = ctx.arg("broadcast", default=0), ctx.arg("axis", default=-1)
-    ctx.arg("axis_str", "order")
-    a, b = op.input
+    if ctx.has("axis_str"):
+        axis = _semantic_axis(ctx)
     if not broadcast or axis == -1:
-        return [ctx.make(op.type, [a, b], op.output)]
+        return [*ops, ctx.make(op.type, [a, b], op.output)]
     n = ctx.name
     sa, ra, sb, rb, pad, ones, new_shape, b2 = (n(t) for t in
         ("sa", "ra", "sb", "rb", "pad", "ones", "shape", "b"))  # fmt: skip
     axis_blob, axis_op = ctx.const([axis])
     return [
+        *ops,
         axis_op,
         ctx.make("Shape", [a], [sa]),
         ctx.make("Size", [sa], [ra]),
@@ -36,6 +48,16 @@ def broadcast_arith(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
         ctx.make("Reshape", [b, new_shape], [b2]),
         ctx.make(op.type, [a, b2], op.output),
     ]
+
+
+def _semantic_axis(ctx: Context) -> int:
+    """The axis `axis_str` names within `order` ("C" in "NCHW" is 1), as Caffe2 reads it."""
+    if ctx.has("axis"):
+        raise UnsupportedConversion("arguments axis and axis_str cannot be used together")
+    letter, order = ctx.arg("axis_str"), ctx.arg("order", default="NCHW")
+    if len(letter) != 1 or letter not in order:
+        raise UnsupportedConversion(f"axis_str {letter!r} is not an axis of order {order!r}")
+    return order.index(letter)
 
 
 @translator("Sum")

@@ -1,6 +1,8 @@
 """Translators for Caffe2's tensor ops as PyTorch -> ONNX -> Caffe2 exports wrote them:
-the reductions, Shape, Slice, ScatterAssign and BatchMatMul; the device copies a GPU
-net holds; and the training ops brew adds, which netbrew spells as Caffe2 did."""
+the reductions, Shape, Slice, ScatterAssign and BatchMatMul; the ops that share an ONNX
+op's name but not its defaults or arguments (Split, ArgMax/ArgMin, TopK, Tile, OneHot);
+the device copies a GPU net holds; and the training ops brew adds, which netbrew spells
+as Caffe2 did."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from netbrew.proto.netbrew_pb2 import OperatorDef
 INT64_MAX = np.iinfo(np.int64).max
 
 
-@translator("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+@translator("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2")
 def reduce(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
     """Caffe2 reduces over the `axes` argument (all axes when it is empty), keepdims 1 by
     default; ONNX takes the axes as an input and reduces over all when it is absent."""
@@ -158,3 +160,79 @@ def same_spelling(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
     attrs = get_schema(op.type).attrs
     return [ctx.make(op.type, op.input, op.output, **{k: ctx.arg(k) for k in attrs
                                                       if ctx.has(k)})]  # fmt: skip
+
+
+def _order_axis(ctx: Context) -> int:
+    """Caffe2's `axis` argument, else the channel axis of `order` (GetDimFromOrderString)."""
+    if ctx.has("axis"):
+        return int(ctx.arg("axis"))
+    order = ctx.arg("order", default="NCHW")
+    if order not in ("NCHW", "NHWC"):
+        raise UnsupportedConversion(f"order {order!r}, expected 'NCHW' or 'NHWC'")
+    return 1 if order == "NCHW" else 3
+
+
+@translator("Split")
+def split(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """Split along `axis` (default: the channel axis of `order`, 1 for NCHW, where ONNX
+    splits axis 0), in sizes from the `split` argument or the int 2nd input, else
+    equally; add_axis=1 drops the split axis from each piece."""
+    axis, sizes = _order_axis(ctx), ctx.arg("split")
+    add_axis = int(ctx.arg("add_axis", default=0))
+    ops, inputs = [], [op.input[0]]
+    if len(op.input) > 1 and sizes is not None:
+        raise UnsupportedConversion("Split: sizes given both as `split` and as an input")
+    if len(op.input) > 1:
+        wide = ctx.name("split")
+        ops.append(ctx.make("Cast", [op.input[1]], [wide], to=np.int64))
+        inputs.append(wide)
+    elif sizes is not None:
+        blob, sizes_op = ctx.const(list(sizes))
+        ops.append(sizes_op)
+        inputs.append(blob)
+    if not add_axis:
+        return [*ops, ctx.make("Split", inputs, op.output, axis=axis)]
+    pieces = [ctx.name("piece") for _ in op.output]
+    axes, axes_op = ctx.const([axis])
+    squeeze = [ctx.make("Squeeze", [p, axes], [o]) for p, o in zip(pieces, op.output)]
+    return [*ops, axes_op, ctx.make("Split", inputs, pieces, axis=axis), *squeeze]
+
+
+@translator("ArgMax", "ArgMin")
+def arg_extreme(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """Caffe2 defaults to the last axis (ONNX: axis 0), keepdims 1 in both."""
+    axis, keepdims = int(ctx.arg("axis", default=-1)), int(ctx.arg("keepdims", default=1))
+    return [ctx.make(op.type, op.input[:1], op.output, axis=axis, keepdims=keepdims)]
+
+
+@translator("TopK")
+def top_k(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """The k largest along `axis` (default the last), sorted: Caffe2 takes k as an
+    argument, ONNX as an input. The optional flattened-indices output is refused."""
+    k, axis = ctx.arg("k"), int(ctx.arg("axis", default=-1))
+    if k is None or int(k) < 1:
+        raise UnsupportedConversion(f"TopK: expected an argument k >= 1, got {k}")
+    if len(op.output) > 2 and op.output[2]:
+        raise UnsupportedConversion("TopK: the flattened-indices output is not supported")
+    blob, k_op = ctx.const([int(k)])
+    return [k_op, ctx.make("TopK", [op.input[0], blob], op.output[:2], axis=axis)]
+
+
+@translator("Tile")
+def tile(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """`tiles` copies of the input along `axis` (default 0) given as arguments: a Concat
+    of the copies. Tiles or axis given as inputs are refused."""
+    if len(op.input) > 1:
+        raise UnsupportedConversion("Tile: tiles and axis as inputs, expected arguments")
+    tiles, axis = int(ctx.arg("tiles", default=1)), int(ctx.arg("axis", default=0))
+    if tiles < 1:
+        raise UnsupportedConversion(f"Tile: tiles={tiles}, expected at least 1")
+    return [ctx.make("Concat", [op.input[0]] * tiles, op.output, axis=axis)]
+
+
+@translator("OneHot")
+def one_hot(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
+    """float rows of length index_size (the 2nd input, a scalar) with a 1 at each index."""
+    indices, size = op.input
+    values, values_op = ctx.const([0.0, 1.0], np.float32)
+    return [values_op, ctx.make("OneHot", [indices, size, values], op.output, axis=-1)]

@@ -40,7 +40,8 @@ def translate_net(net: NetDef, *, where: str = "net") -> NetDef:
         try:
             ops = TRANSLATORS[op.type](op, ctx)
         except (NetbrewError, KeyError, TypeError, ValueError) as e:
-            problems[f"{op.type} (op #{index} {op.name or op.output[0]!r}): {e}"] += 1
+            label = op.name or (op.output[0] if op.output else "")
+            problems[f"{op.type} (op #{index} {label!r}): {e}"] += 1
             continue
         unused = ctx.unused()
         if unused:
