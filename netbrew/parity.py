@@ -121,6 +121,8 @@ def compare(
     onnx_model = _onnx_model(model)
     source = model if onnx_model is None else onnx_model
     feeds = {k: np.asarray(v) for k, v in inputs.items()}
+    if onnx_model is not None:  # declared inputs: check feeds before a peer runs them
+        feeds = _checked_feeds(source, feeds)
     if isinstance(against, str) and against == "torch":
         label, peer = "torch (to_torch)", lambda: _torch_values(source, feeds)
     elif isinstance(against, str) and against in PEERS:
@@ -185,13 +187,25 @@ def _torch_values(model: Any, feeds: dict) -> dict:
     return {k: v.detach().numpy() if hasattr(v, "detach") else v for k, v in env.items()}
 
 
+def _checked_feeds(model: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The feeds, checked as Predictor checks them (names, dtypes, ranks): a bad feed is
+    one FeedError naming the input, not a peer's own failure."""
+    from netbrew.executor.predictor import Predictor
+
+    return Predictor(*_nets(model), optimize=False).check_feeds(inputs)
+
+
 def _onnx_model(model: Any):
     import onnx
+
+    from netbrew.converters.onnx.importer import load_onnx
 
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, (str, os.PathLike)) and str(model).lower().endswith(".onnx"):
-        return onnx.load(str(model))
+        loaded, folder = load_onnx(model)  # ModelLoadError names the file
+        onnx.load_external_data_for_model(loaded, folder)
+        return loaded
     return None
 
 
@@ -240,8 +254,11 @@ def _peer_values(model, feeds: dict, peer: str) -> dict:
     listed = {o.name for o in wide.graph.output}
     names = [o for node in wide.graph.node for o in node.output if o and o not in listed]
     wide.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names)
-    session = ort.InferenceSession(wide.SerializeToString(), providers=["CPUExecutionProvider"])
-    results = session.run(None, feeds)
+    try:
+        session = ort.InferenceSession(wide.SerializeToString(), providers=["CPUExecutionProvider"])
+        results = session.run(None, feeds)
+    except Exception as e:  # onnxruntime's own exception types
+        raise NetbrewError(f"compare: onnxruntime cannot run the model: {e}") from e
     return dict(zip([o.name for o in session.get_outputs()], results))
 
 

@@ -53,9 +53,12 @@ def optimize_for_inference(
         copy.CopyFrom(net)
         copy.external_output.extend(o for o in net.op[-1].output if o)
         net = copy
+    from netbrew.converters.onnx.importer import overridable
+
+    fed = overridable(net)  # ONNX initializers a feed may replace: never constants
     if params_are_constant:
-        net = _precompute(net, workspace)
-    params = {b: workspace.fetch_blob(b) for b in workspace.blobs()}
+        net = _precompute(net, workspace, fed)
+    params = {b: workspace.fetch_blob(b) for b in workspace.blobs() if b not in fed}
     net, new_params = rewrite_for_inference(net, params, device)
     for name, value in new_params.items():
         if params.get(name) is not value:  # only the rewritten or added weights
@@ -64,12 +67,13 @@ def optimize_for_inference(
     return share_blobs(net, keep=workspace.blobs())
 
 
-def _precompute(net: NetDef, workspace: Workspace) -> NetDef:
-    """Runs, once, the ops that read only workspace blobs (constants), keeping their
-    results in the workspace rather than in the net, and drops them from the net."""
+def _precompute(net: NetDef, workspace: Workspace, fed: set[str]) -> NetDef:
+    """Runs, once, the ops that read only workspace blobs (constants, less the `fed`
+    ones), keeping their results in the workspace rather than in the net, and drops them
+    from the net."""
     from netbrew.operators import get_schema
 
-    constant = set(workspace.blobs())
+    constant = set(workspace.blobs()) - fed
     written: set[str] = set()
     kept = []
     for op in net.op:

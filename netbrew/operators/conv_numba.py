@@ -332,6 +332,8 @@ def epilogue(
 ) -> np.ndarray:
     """clamp(y + bias (per channel) + residual), in one pass over y (N, M, ...), which must be
     C-ordered, in place; residual has y's shape. Returns y."""
+    if y.size == 0:  # an empty batch (or map): nothing to add to
+        return y
     batch, m = y.shape[:2]
     flat = y.reshape(batch, m, -1)
     b = bias_vector(bias, m, y.dtype)

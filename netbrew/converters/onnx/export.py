@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper, shape_inference, version_converter
+from onnx import helper, numpy_helper, shape_inference
 
+from netbrew.converters.onnx.lower_opset import lower
 from netbrew.converters.onnx.to_onnx import CONVERTERS, NOT_EXPORTABLE
 from netbrew.errors import UnsupportedConversion
 from netbrew.executor import Workspace
@@ -245,13 +246,15 @@ def export(
         init_net: the net that fills its parameters; they become initializers.
         inputs: the graph inputs: {name: shape} (float32), {name: (shape, dtype)},
             {name: example array}, or names whose shapes the net's value_info gives.
-        opset: an older default-domain opset to lower to (onnx.version_converter);
-            default the newest the installed onnx knows.
+        opset: an older default-domain opset to lower to (lower_opset: Gelu written
+            in older ops, then onnx.version_converter); default the newest the installed
+            onnx knows.
         dynamic_batch: make dimension 0 of every input and output symbolic ("batch").
         name: the graph name (default the net's).
 
     Raises:
-        UnsupportedConversion: listing every op that cannot be exported.
+        UnsupportedConversion: listing every op that cannot be exported, or every op the
+            opset lacks.
     """
     net, renames = to_ssa(_netdef(predict_net))
     ws = Workspace()
@@ -287,8 +290,8 @@ def export(
     if renames:  # the name map, for the values ONNX's single assignment forced apart
         helper.set_model_props(model, {"netbrew.renamed": json.dumps(renames, sort_keys=True)})
     model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
-    if opset is not None and opset < newest:
-        model = version_converter.convert_version(model, opset)
+    if opset is not None:
+        model = lower(model, opset)
         model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
     model = shape_inference.infer_shapes(model)
     onnx.checker.check_model(model, full_check=True)

@@ -222,12 +222,25 @@ def import_model(
     init, net = graph_to_net(model.graph, base_dir)
     net.name = model.graph.name or "onnx_model"
     init.name = f"{net.name}_init"
+    # From IR version 4 an initializer that is also a graph input is an overridable
+    # default; before that every initializer had to be listed among the inputs.
+    overridable = {i.name for i in model.graph.input} if model.ir_version >= 4 else set()
+    overridable &= set(init.external_output)
+    if overridable:  # the inference passes must not fold them as constants
+        net.arg.add(name=OVERRIDABLE, strings=[b.encode() for b in sorted(overridable)])
     if hoist_constants:
-        # From IR version 4 an initializer that is also a graph input is an overridable
-        # default; before that every initializer had to be listed among the inputs.
-        overridable = {i.name for i in model.graph.input} if model.ir_version >= 4 else set()
         hoist(init, net, {b for b in init.external_output if b not in overridable})
     return init, net
+
+
+OVERRIDABLE = "netbrew_overridable"
+"""A net argument naming parameters a feed may replace (ONNX initializers that are also
+graph inputs): the inference passes keep them as inputs, never folded as constants."""
+
+
+def overridable(net: NetDef) -> set[str]:
+    """The blobs `net`'s OVERRIDABLE argument names."""
+    return {b.decode() for a in net.arg if a.name == OVERRIDABLE for b in a.strings}
 
 
 def hoist(init: NetDef, net: NetDef, constants: set[str]) -> list[OperatorDef]:

@@ -137,15 +137,23 @@ def _fold_into_bn(net: NetDef, i: int, used, live_out, params: dict, rank: int):
         return None
     scale = np.broadcast_to(np.asarray(params[scale_name], np.float64).reshape(-1), big_s.shape)
     bias = np.broadcast_to(np.asarray(params[bias_name], np.float64).reshape(-1), big_s.shape)
-    names = {
-        f"{scale_name}_chainfolded": (big_s * scale).astype(dtype),
-        f"{bias_name}_chainfolded": (big_s * bias + big_t).astype(dtype),
-    }
+    s_name = _unique(f"{scale_name}_chainfolded", params)
+    b_name = _unique(f"{bias_name}_chainfolded", {**params, s_name: None})
+    names = {s_name: (big_s * scale).astype(dtype), b_name: (big_s * bias + big_t).astype(dtype)}
     new = OperatorDef()
     new.CopyFrom(bn)
     new.input[1], new.input[2] = names
     new.output[0] = net.op[chain[-1]].output[0]
     return new, chain, names
+
+
+def _unique(name: str, taken: dict) -> str:
+    """`name`, or `name_1`, `name_2`... where a blob already has it."""
+    out, k = name, 0
+    while out in taken:
+        k += 1
+        out = f"{name}_{k}"
+    return out
 
 
 def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
@@ -193,9 +201,11 @@ def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
         if folded is None:
             continue
         w, b, extra = folded
-        w_name = f"{op.input[1]}_bnfolded"
+        # unique: ops sharing a weight each fold their own BN into their own copy
+        w_name = _unique(f"{op.input[1]}_bnfolded", new_params)
         has_bias = len(op.input) > 2 and op.input[2]
         b_name = f"{op.input[2]}_bnfolded" if has_bias else f"{op.input[1]}_bnfolded_bias"
+        b_name = _unique(b_name, {**new_params, w_name: None})
         new = OperatorDef()
         new.CopyFrom(op)
         new.input[1] = w_name
@@ -217,7 +227,7 @@ def fold_batch_norm(net: NetDef, params: dict) -> tuple[NetDef, dict]:
     for i, op in enumerate(net.op):
         if op.type != "BatchNormalization" or i in dropped or i in replaced:
             continue
-        folded_bn = _fold_into_bn(net, i, used, live_out, params, ranks.get(op.input[0], 0))
+        folded_bn = _fold_into_bn(net, i, used, live_out, new_params, ranks.get(op.input[0], 0))
         if folded_bn is not None:
             new, chain, names = folded_bn
             new_params.update(names)

@@ -72,8 +72,10 @@ class _Graph:
         return np.asarray(self.params[name])
 
     def scalar(self, name: str) -> float | None:
+        """A float constant of one element and rank 0 or 1, which no operand's broadcast
+        against it can grow (a [1, 1, 1] one would lift a rank-2 operand to rank 3)."""
         value = self.constant(name)
-        if value is None or value.size != 1 or value.dtype.kind != "f":
+        if value is None or value.size != 1 or value.ndim > 1 or value.dtype.kind != "f":
             return None
         return float(value.reshape(()))
 
