@@ -163,3 +163,19 @@ def test_compare_refuses_bad_feeds_and_files_by_name(tmp_path):
     onnx.save(model, path)
     report = nb.compare(str(path), {"x": RNG.normal(size=(2, 4)).astype(np.float32)})
     assert report.ok
+
+
+def test_export_keeps_the_symbolic_dims_of_inputs_named_by_value_info():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("ReduceSum", ["r", "axes"], ["y"], keepdims=1)]  # fmt: skip
+    source = _model(nodes, [("x", ["N", "T", 4])], {})
+    source.graph.initializer.append(numpy_helper.from_array(np.array([2], np.int64), "axes"))
+    init, net = import_model(source)
+    model = export(net, init, inputs=["x"])
+    dims = [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["N", "T", 4]
+    out = [d.dim_param or d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
+    assert out == ["N", "T", 1]
+    x = RNG.normal(size=(3, 5, 4)).astype(np.float32)
+    np.testing.assert_allclose(_ort(model, {"x": x})[0], np.maximum(x, 0).sum(2, keepdims=True),
+                               rtol=1e-5)  # fmt: skip

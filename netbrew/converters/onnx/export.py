@@ -179,16 +179,50 @@ def to_ssa(net: NetDef) -> tuple[NetDef, dict[str, str]]:
     return out_net, renames
 
 
-def _value_info(name: str, value: np.ndarray, dynamic_batch: bool) -> onnx.ValueInfoProto:
+def _value_info(
+    name: str, value: np.ndarray, dynamic_batch: bool, symbols: Mapping[int, str] | None = None
+) -> onnx.ValueInfoProto:
+    """The value's type and shape; `symbols` names its symbolic dims (axis -> name)."""
     shape: list[Any] = list(value.shape)
-    if dynamic_batch and shape:
+    for axis, symbol in (symbols or {}).items():
+        shape[axis] = symbol
+    if dynamic_batch and shape and 0 not in (symbols or {}):
         shape[0] = "batch"
     elem = helper.np_dtype_to_tensor_dtype(value.dtype)
     return helper.make_tensor_value_info(name, elem, shape)
 
 
+def _output_info(name: str, value: np.ndarray, dynamic_batch: bool, symbols: dict):
+    """An output's type; with symbolic inputs its shape is left to ONNX's shape inference
+    (the example run's sizes would fix the symbolic dims to 1)."""
+    if symbols:
+        return helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(value.dtype), None
+        )
+    return _value_info(name, value, dynamic_batch)
+
+
+def _symbols(net: NetDef, inputs: InputSpec) -> dict[str, dict[int, str]]:
+    """The symbolic dims of inputs given by name, from net.value_info: input -> {axis:
+    its dim name, or `<input>_dim<axis>` where it has none}."""
+    if isinstance(inputs, Mapping):
+        return {}
+    infos = {v.name: v for v in net.value_info}
+    out = {}
+    for name in inputs:
+        info = infos.get(name)
+        if info is None or info.unknown_shape:
+            continue
+        names = list(info.dim_names) + [""] * len(info.dims)
+        found = {i: names[i] or f"{name}_dim{i}" for i, d in enumerate(info.dims) if d < 0}
+        if found:
+            out[name] = found
+    return out
+
+
 def _example_inputs(net: NetDef, inputs: InputSpec) -> dict[str, np.ndarray]:
-    """Zero arrays for the inputs, from {name: shape or array} or from net.value_info."""
+    """Zero arrays for the inputs, from {name: shape or array} or from net.value_info
+    (a symbolic dim is 1 here, and stays symbolic in the model: _symbols)."""
     if isinstance(inputs, Mapping):
         out = {}
         for name, spec in inputs.items():
@@ -260,7 +294,7 @@ def export(
     ws = Workspace()
     if init_net is not None:
         ws.run_net_once(_netdef(init_net))
-    examples = _example_inputs(net, inputs)
+    examples, symbols = _example_inputs(net, inputs), _symbols(net, inputs)
     params = {b: ws.fetch_blob(b) for b in ws.blobs() if b not in examples}
     nodes, inits, problems = _convert_ops(net, dict(params))
     if problems:
@@ -277,8 +311,8 @@ def export(
     graph = helper.make_graph(
         nodes,
         name or net.name or "netbrew",
-        [_value_info(n, v, dynamic_batch) for n, v in examples.items()],
-        [_value_info(n, np.asarray(ws.fetch_blob(n)), dynamic_batch) for n in outputs],
+        [_value_info(n, v, dynamic_batch, symbols.get(n)) for n, v in examples.items()],
+        [_output_info(n, np.asarray(ws.fetch_blob(n)), dynamic_batch, symbols) for n in outputs],
         initializers,
     )
     domains = {n.domain for n in nodes if n.domain}
