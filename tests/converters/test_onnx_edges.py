@@ -179,3 +179,12 @@ def test_export_keeps_the_symbolic_dims_of_inputs_named_by_value_info():
     x = RNG.normal(size=(3, 5, 4)).astype(np.float32)
     np.testing.assert_allclose(_ort(model, {"x": x})[0], np.maximum(x, 0).sum(2, keepdims=True),
                                rtol=1e-5)  # fmt: skip
+
+
+def test_the_backend_refuses_a_feed_the_model_does_not_take():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", ["N", 4])], {})
+    rep = backend.prepare(model)
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_array_equal(rep.run({"x": x})[0], x)
+    with pytest.raises(FeedError, match="unexpected input 'xx'; the model's inputs are: x"):
+        rep.run({"x": x, "xx": x})

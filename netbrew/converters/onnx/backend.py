@@ -15,6 +15,7 @@ import onnx
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from netbrew.converters.onnx.importer import import_model, node_to_op
+from netbrew.errors import FeedError
 from netbrew.executor import Workspace
 from netbrew.executor.predictor import optimize_for_inference
 from netbrew.executor.runtime import create_runtime
@@ -57,8 +58,14 @@ class NetbrewRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
         """Runs on a list (graph input order), a dict, or a single array."""
         blobs = dict(self.workspace._blobs)
-        for name, value in _bind(self.input_names, inputs).items():
-            blobs[name] = value
+        feeds = _bind(self.input_names, inputs)
+        unknown = [n for n in feeds if n not in blobs and n not in self.input_names]
+        if unknown:
+            raise FeedError(
+                f"unexpected input {unknown[0]!r}; the model's inputs are: "
+                f"{', '.join(self.input_names) or 'none'}"
+            )
+        blobs.update(feeds)
         self.runtime.run(blobs)
         return self._outputs(*[_host(blobs[name]) for name in self.output_names])
 
