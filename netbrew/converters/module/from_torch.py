@@ -207,6 +207,23 @@ _GIVEN_FILLS = {
 }
 
 
+def _netdef_of(module: Any, input_names: Sequence[str] | None) -> tuple[NetDef, NetDef]:
+    """A module to_torch built, back as its NetDef, with the module's current weights
+    (its state_dict keys are the blob names): tracing its generic forward would lose the
+    net's ops and names."""
+    if input_names is not None and list(input_names) != list(module.input_names):
+        raise ValueError(
+            f"from_torch: this module computes a NetDef whose inputs are "
+            f"{module.input_names}; input_names {list(input_names)} would rename them"
+        )
+    init = NetDef(name=f"{module.net_name}_init")
+    for name, value in module.state_dict().items():
+        add_fill(init, name, to_numpy(value))
+    predict = NetDef()
+    predict.CopyFrom(module._predict_net)
+    return init, predict
+
+
 def add_fill(init: NetDef, name: str, array: np.ndarray) -> None:
     """Appends an op filling blob `name` with exactly `array`: GivenTensor*Fill (as Caffe2
     init nets do) for float32, int16/32/64 and bool, Constant for other dtypes (float64
@@ -253,6 +270,8 @@ def from_torch(
             (node name, target and count), or modules in training mode.
     """
     torch = import_torch()
+    if isinstance(getattr(torch_module, "_predict_net", None), NetDef):
+        return _netdef_of(torch_module, input_names)
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else example_inputs
     gm = _trace(torch, torch_module, len(inputs))
     values = _record(torch, gm, tuple(inputs))

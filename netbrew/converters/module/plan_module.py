@@ -116,7 +116,7 @@ class PlanForward:
     # what the backends' NetModules set on each instance: no parameter may take these names
     INSTANCE_ATTRIBUTES = frozenset(
         "net_name input_names output_names _steps _state_refs _constants _device _renames "
-        "_inverse".split()
+        "_inverse _predict_net".split()
     )
 
     @classmethod

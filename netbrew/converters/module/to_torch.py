@@ -35,6 +35,8 @@ from netbrew.converters.module.plan_module import Backend, PlanForward, layer_ru
 from netbrew.converters.module.torch_functional import TORCH_OPS, NumpyFallback
 from netbrew.converters.module.torch_graph import import_torch
 from netbrew.errors import UnsupportedConversion
+from netbrew.executor.workspace import _netdef
+from netbrew.proto.netbrew_pb2 import NetDef
 
 
 def to_torch(init_net: Any, predict_net: Any) -> Any:
@@ -56,7 +58,10 @@ def to_torch(init_net: Any, predict_net: Any) -> Any:
     torch = import_torch()
     reserved = PlanForward.reserved(torch.nn.Module())  # "training", "forward", ...
     plan = build_plan(init_net, predict_net, reserved=reserved)
-    return _module_class()(plan).eval()
+    module = _module_class()(plan).eval()
+    module._predict_net = NetDef()  # from_torch gives it back, with the module's weights
+    module._predict_net.CopyFrom(_netdef(predict_net))
+    return module
 
 
 def _numpy(torch: Any, value: Any) -> Any:

@@ -178,3 +178,21 @@ def test_a_boolean_mask_index_picks_the_entries_where_it_holds():
     for value in (x, torch.randn(4, 2)):
         out = nb.Predictor(init, predict).run({predict.external_input[0]: value.numpy()})
         np.testing.assert_array_equal(next(iter(out.values())), Masked()(value).numpy())
+
+
+def test_from_torch_gives_a_to_torch_module_back_as_its_netdef(lenet_nets, run_predict):
+    init, predict = lenet_nets
+    module = to_torch(init, predict)
+    x = torch.from_numpy(np.random.default_rng(2).random((4, 1, 8, 8), dtype=np.float32))
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.5)
+    module(x).sum().backward()
+    optimizer.step()  # the weights move away from the init net's
+    new_init, new_predict = from_torch(module, x)
+    assert [op.type for op in new_predict.op] == [op.type for op in predict.op]
+    assert [op.output[0] for op in new_init.op] == list(module.state_dict())
+    with torch.no_grad():
+        want = module(x).numpy()
+    got = run_predict(new_predict, {"data": x.numpy()}, init=new_init)["softmax"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="would rename them"):
+        from_torch(module, x, input_names=["image"])
