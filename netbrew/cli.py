@@ -164,11 +164,12 @@ def _parse_shape(item: str) -> tuple[str, tuple[int, ...]]:
 
 
 def cmd_convert(ns: argparse.Namespace) -> int:
-    """.onnx -> model folder, or model folder / predict_net (+ --init) -> .onnx."""
+    """.onnx -> model folder, or model folder / predict_net (+ --init) / .onnx -> .onnx
+    (.onnx to .onnx re-exports the model, e.g. at another --opset)."""
     from netbrew.converters import onnx as nb_onnx
 
     src, dst = Path(ns.src), Path(ns.output)
-    if src.suffix.lower() == ".onnx":
+    if src.suffix.lower() == ".onnx" and dst.suffix.lower() != ".onnx":
         from netbrew.converters import caffe2
 
         init_net, net = nb_onnx.import_model(src)

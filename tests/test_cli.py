@@ -89,3 +89,25 @@ def test_convert_needs_input_shapes(model_dir, tmp_path, capsys):
         main(["convert", str(model_dir), "-o", str(tmp_path / "m.onnx"), "--input", "data=x"]) == 1
     )
     assert "expected NAME=DxDxD" in capsys.readouterr().err
+
+
+def test_convert_onnx_to_an_older_opset_keeps_the_numbers(model_dir, tmp_path, capsys):
+    import onnx
+
+    new, old = tmp_path / "new.onnx", tmp_path / "old.onnx"
+    args = ["convert", str(model_dir), "-o", str(new), "--input", "data=2x1x6x6"]
+    assert main([*args, "--dynamic-batch"]) == 0
+    assert main(["convert", str(new), "-o", str(old), "--opset", "13"]) == 0
+    assert "opset 13" in capsys.readouterr().out
+    assert old.is_file()
+    model = onnx.load(old)
+    assert next(o.version for o in model.opset_import if o.domain == "") == 13
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    x = np.random.default_rng(1).uniform(size=(3, 1, 6, 6)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for path, out in ((new, "a"), (old, "b")):
+        assert main(["run", str(path), "--input", f"data={tmp_path / 'x.npy'}",
+                     "-o", str(tmp_path / out)]) == 0  # fmt: skip
+    np.testing.assert_allclose(
+        np.load(tmp_path / "a" / "prob.npy"), np.load(tmp_path / "b" / "prob.npy"), atol=1e-6
+    )
