@@ -49,6 +49,14 @@ CAFFE2_TUNING = frozenset(
 )  # fmt: skip
 
 
+# helpers whose ops read a layout: a model-wide arg_scope order reaches them even though
+# their signatures take no `order` (Caffe2's took it through **kwargs)
+LAYOUT_HELPERS = frozenset(
+    "conv conv_transpose max_pool average_pool global_avg_pool global_max_pool spatial_bn "
+    "concat".split()
+)
+
+
 def helper(fn: Callable) -> Callable:
     """Marks a brew helper: arg_scope defaults and the model's arg_scope are merged in.
 
@@ -64,9 +72,12 @@ def helper(fn: Callable) -> Callable:
         merged = {**_accepted(fn, model_scope), **scoped, **kwargs}
         merged = {k: v for k, v in merged.items() if k not in CAFFE2_TUNING}
         order = merged.pop("order", "NCHW")
+        if fn.__name__ in LAYOUT_HELPERS and "order" not in merged:
+            order = {**model_scope, **scoped, **kwargs}.get("order", order)
         if order != "NCHW":
             raise ValueError(
-                f"brew.{fn.__name__}: order={order!r} is not supported; brew builds NCHW nets"
+                f"brew.{fn.__name__}: order={order!r} is not supported (whether given to "
+                "the helper, an arg_scope or the model's arg_scope); brew builds NCHW nets"
             )
         args = _name_blob_out(fn, model, args, merged)
         with canonical_scope():

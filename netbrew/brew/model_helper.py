@@ -102,16 +102,22 @@ class ModelHelper:
         return ref
 
     def add_optimizer_state(
-        self, name: str, shape: Sequence[int], value: Any = 0.0
+        self, name: str, shape: Sequence[int] | str, value: Any = 0.0
     ) -> BlobReference:
         """A blob an optimizer keeps between steps, filled with `value` by param_init_net
-        (even when init_params is False: a model being trained owns its state)."""
+        (even when init_params is False: a model being trained owns its state). `shape`
+        may name a blob param_init_net fills first: the state takes its shape when the
+        init net runs (a parameter registered without one, as Caffe2's AddParameter)."""
         if name not in self.optimizer_state:
             dtype = None if isinstance(value, float) else np.asarray(value).dtype
             with name_scope("", reset=True):  # named after a parameter, scoped already
-                self.param_init_net.ConstantFill(
-                    [], name, shape=list(shape), value=value, dtype=dtype
-                )
+                if isinstance(shape, str):
+                    like = BlobReference(shape, self.param_init_net)
+                    self.param_init_net.ConstantFill([like], name, value=value, dtype=dtype)
+                else:
+                    self.param_init_net.ConstantFill(
+                        [], name, shape=list(shape), value=value, dtype=dtype
+                    )
             self.optimizer_state.append(
                 self.net.add_external_input(BlobReference(name, self.net))[0]
             )

@@ -16,7 +16,7 @@ import numpy as np
 from netbrew.brew.model_helper import ModelHelper
 from netbrew.brew.train import add_weight_decay
 from netbrew.netdef.net import BlobReference
-from netbrew.netdef.scope import canonical_scope
+from netbrew.netdef.scope import canonical_scope, current_name_scope
 
 ITER = "optimizer_iteration"
 
@@ -28,15 +28,26 @@ def _iteration_and_lr(
         raise ValueError(
             f"model {model.name!r} has no gradients: call add_gradient_operators(losses) first"
         )
-    model.add_optimizer_state(ITER, [1], np.int64(0))
-    counter = model.net.Iter(ITER, ITER)
+    # one counter per name scope (Caffe2's ScopedName): a model built under "gpu_0/"
+    # counts in "gpu_0/optimizer_iteration"
+    it = model.add_optimizer_state(current_name_scope() + ITER, [1], np.int64(0))
+    counter = model.net.Iter(it, it)
     lr = model.net.LearningRate(counter, "lr", base_lr=base_learning_rate, policy=policy, **lr_args)
     return counter, lr
 
 
 def _state(model: ModelHelper, param: str, suffix: str) -> BlobReference:
-    """A zero-filled optimizer state blob shaped like `param`."""
-    return model.add_optimizer_state(f"{param}_{suffix}", model.param_shapes[param])
+    """A zero-filled optimizer state blob shaped like `param` (at run time where the
+    model knows no shape for it)."""
+    shape = model.param_shapes.get(param)
+    return model.add_optimizer_state(f"{param}_{suffix}", shape if shape else param)
+
+
+def _updates(model: ModelHelper) -> list[tuple[BlobReference, BlobReference]]:
+    """(param, grad) pairs as references: their names are scoped already, and a plain
+    string would take the current name scope a second time."""
+    return [(BlobReference(p, model.net), BlobReference(g, model.net))
+            for p, g in model.param_to_grad.items()]  # fmt: skip
 
 
 def _canonical(fn):
@@ -81,7 +92,7 @@ def build_sgd(
     sign = 1.0 if momentum > 0 else -1.0  # Caffe2's conventions for the two update ops
     _, lr = _iteration_and_lr(model, sign * base_learning_rate, policy, lr_args)
     one = model.add_constant("ONE", np.ones(1, np.float32))
-    for param, grad in model.param_to_grad.items():
+    for param, grad in _updates(model):
         if momentum > 0:
             m = _state(model, param, "momentum")
             model.net.MomentumSGDUpdate(
@@ -112,7 +123,7 @@ def build_adam(
     if weight_decay:
         add_weight_decay(model, weight_decay)
     counter, lr = _iteration_and_lr(model, -base_learning_rate, policy, lr_args)
-    for param, grad in model.param_to_grad.items():
+    for param, grad in _updates(model):
         m1, m2 = _state(model, param, "first_moment"), _state(model, param, "second_moment")
         model.net.Adam(
             [param, m1, m2, grad, lr, counter],

@@ -75,5 +75,6 @@ def add_weight_decay(model: ModelHelper, weight_decay: float) -> None:
     )
     for param in model.get_params(Tags.WEIGHT):
         grad = model.param_to_grad.get(param)
-        if grad is not None:
+        if grad is not None:  # a reference: the name is scoped already
+            grad = BlobReference(grad, model.net)
             model.net.WeightedSum([grad, one, param, decay], grad)

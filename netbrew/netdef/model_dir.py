@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from netbrew.netdef.args import args_dict
-from netbrew.netdef.net import Net
+from netbrew.netdef.net import Net, op_def
 from netbrew.netdef.serialize import load_net, save_net
 from netbrew.netdef.tensor import data_type_of
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef, TensorShape
@@ -31,8 +31,11 @@ def forward_ops(net: NetDef) -> list[OperatorDef]:
     return ops
 
 
-def to_inference(op: OperatorDef) -> OperatorDef:
-    """A copy of `op` switched to inference (BatchNormalization, Dropout)."""
+def to_inference(op: OperatorDef, needed: set[str] | None = None) -> list[OperatorDef]:
+    """`op` switched to inference (BatchNormalization, Dropout): a copy, or the ops that
+    compute what inference needs of it (SoftmaxWithLoss's softmax, without its labels)."""
+    if op.type == "SoftmaxWithLoss" and needed is not None and op.output[1] not in needed:
+        return _softmax_of(op)
     out = OperatorDef()
     out.CopyFrom(op)
     if op.type == "BatchNormalization" and args_dict(op.arg).get("training_mode"):
@@ -43,7 +46,21 @@ def to_inference(op: OperatorDef) -> OperatorDef:
     elif op.type == "Dropout":
         del out.input[1:]
         del out.output[1:]
-    return out
+    return [out]
+
+
+def _softmax_of(op: OperatorDef) -> list[OperatorDef]:
+    """SoftmaxWithLoss's softmax output alone: Softmax over the logits flattened to 2-D
+    at `axis`, in the logits' shape."""
+    logits, softmax = op.input[0], op.output[0]
+    axis = int(args_dict(op.arg).get("axis", 1))
+    flat, probs, shape = (f"{softmax}__{tag}" for tag in ("flat", "probs", "shape"))
+    return [
+        op_def("Flatten", [logits], [flat], axis=axis),
+        op_def("Softmax", [flat], [probs], axis=1),
+        op_def("Shape", [logits], [shape]),
+        op_def("Reshape", [probs, shape], [softmax]),
+    ]
 
 
 def inference_net(
@@ -55,10 +72,10 @@ def inference_net(
     needed, kept = set(outputs), []
     for op in reversed(forward_ops(proto)):
         if needed & set(op.output):
-            op = to_inference(op)
-            needed -= set(op.output)
-            needed |= {b for b in op.input if b and b not in inputs}
-            kept.append(op)
+            for new in reversed(to_inference(op, needed)):
+                needed -= set(new.output)
+                needed |= {b for b in new.input if b and b not in inputs}
+                kept.append(new)
     result = NetDef(name=name or proto.name, external_output=list(outputs))
     result.op.extend(reversed(kept))
     params = []
