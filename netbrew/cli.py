@@ -106,7 +106,7 @@ def cmd_draw(ns: argparse.Namespace) -> int:
             workspace.run_net_once(init_net)
         rng = np.random.default_rng(0)
         for name, shape in (_parse_shape(i) for i in ns.input):
-            workspace.feed_blob(name, _random_feed(shape, np.dtype(np.float32), rng))
+            workspace.feed_blob(name, _random_feed(shape, input_dtype(net, name), rng))
         workspace.run_net_once(net)
     written = draw(net, ns.output, minimal=ns.minimal, shapes=not ns.no_shapes, workspace=workspace)
     print(f"{ns.model} -> {written} ({len(net.op)} ops)")
@@ -144,22 +144,42 @@ def cmd_run(ns: argparse.Namespace) -> int:
     feeds = read_inputs(ns.input)
     outputs = Predictor(init_net, net, device=ns.device, strict=ns.strict).run(feeds)
     out_dir = Path(ns.output)
+    files: dict[str, str] = {}
+    for name in outputs:
+        file = name.replace("/", "_") + ".npy"
+        if file in files:
+            raise NetbrewError(
+                f"outputs {files[file]!r} and {name!r} would both be written to {file}"
+            )
+        files[file] = name
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, value in outputs.items():
-        target = out_dir / (name.replace("/", "_") + ".npy")
+    for file, name in files.items():
+        value, target = outputs[name], out_dir / file
         np.save(target, value)
         print(f"{name}: {value.dtype}{list(value.shape)} -> {target}")
     return 0
 
 
+def input_dtype(net: Any, name: str) -> np.dtype:
+    """An input's dtype as the net's value_info declares it, else float32."""
+    from netbrew.netdef.tensor import dtype_of
+
+    info = next((v for v in net.value_info if v.name == name), None)
+    return np.dtype(dtype_of(info.data_type)) if info is not None else np.dtype(np.float32)
+
+
 def _parse_shape(item: str) -> tuple[str, tuple[int, ...]]:
     name, sep, dims = item.partition("=")
+    if sep and dims.lower() == "scalar":
+        return name, ()
     try:
         shape = tuple(int(d) for d in dims.lower().split("x")) if sep else None
     except ValueError:
         shape = None
     if not shape:
-        raise NetbrewError(f"--input {item!r}: expected NAME=DxDxD, e.g. data=1x3x224x224")
+        raise NetbrewError(
+            f"--input {item!r}: expected NAME=DxDxD, e.g. data=1x3x224x224, or NAME=scalar"
+        )
     return name, shape
 
 
@@ -223,7 +243,6 @@ def _bench(ns: argparse.Namespace) -> int:
     from netbrew import jit
     from netbrew.executor import Workspace, get_num_threads
     from netbrew.executor.predictor import refuse_file_ops
-    from netbrew.netdef.tensor import dtype_of
 
     is_onnx = Path(ns.model).suffix.lower() == ".onnx"
     if is_onnx:
@@ -267,9 +286,7 @@ def _bench(ns: argparse.Namespace) -> int:
             shape = tuple(1 if i in unknown_dims else d for i, d in enumerate(info[name].dims))
         else:
             raise NetbrewError(f"input {name!r} has no known shape; give --input {name}=DxDxD")
-        vi = info.get(name)
-        dtype = np.dtype(dtype_of(vi.data_type)) if vi is not None else np.dtype(np.float32)
-        ws.feed_blob(name, _random_feed(shape, dtype, rng))
+        ws.feed_blob(name, _random_feed(shape, input_dtype(net, name), rng))
         fed.append(f"{name}={'x'.join(map(str, shape))}")
     ws.create_net(net)
     compiled, start = jit.compile_seconds(), time.perf_counter()

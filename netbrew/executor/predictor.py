@@ -21,6 +21,33 @@ def _host(value: Any) -> Any:
     return value.get() if hasattr(value, "gpudata") else value
 
 
+def _reads(net: NetDef) -> set[str]:
+    """Every blob an op of `net` reads, its subgraphs' outer reads included."""
+    from netbrew.netdef.passes._graph import reads
+
+    return {b for op in net.op for b in reads(op)}
+
+
+def array_roots(values: Any) -> set[int]:
+    """The ids of the arrays that own the memory of `values` (see `detached`)."""
+    return {id(_root(v)) for v in values if isinstance(v, np.ndarray)}
+
+
+def detached(value: Any, roots: set[int]) -> Any:
+    """`value`, copied when it is (a view of) one of the arrays `roots` names: an output
+    that is a parameter (Identity of a weight, a constant output) must not let the
+    caller's writes reach the model."""
+    if isinstance(value, np.ndarray) and id(_root(value)) in roots:
+        return value.copy()
+    return value
+
+
+def _root(array: np.ndarray) -> np.ndarray:
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
 def refuse_file_ops(net: NetDef, who: str) -> None:
     """Raises SchemaError if `net` holds ops that touch the file system (DESIGN §9)."""
     found = sorted({op.type for op in net.op if op.type in FILE_OPS})
@@ -135,11 +162,15 @@ class Predictor:
             refuse_file_ops(self.predict_net, "Predictor")
         self.workspace = Workspace()
         self.workspace.run_net_once(init)
+        read_before = _reads(self.predict_net)
         if optimize:
             self.predict_net = optimize_for_inference(
                 self.predict_net, self.workspace, device=self.device
             )
         params = set(self.workspace.blobs())
+        # blobs the init net fills that the passes folded away as constants: a feed for
+        # one (a Caffe2 placeholder for "data") would be ignored, so it is refused
+        self._folded = (read_before & params) - _reads(self.predict_net)
         self.input_names = [b for b in self.predict_net.external_input if b not in params]
         self.external_inputs = set(self.predict_net.external_input)
         self.output_names = list(self.predict_net.external_output) or (
@@ -154,6 +185,7 @@ class Predictor:
         self._params = {
             n: self.workspace.fetch_blob(n, copy_to_host=False) for n in self.workspace.blobs()
         }
+        self._param_roots = array_roots(self._params.values())
 
     def _place(self, strict: bool) -> None:
         """Parameters to the GPU, ops placed with copies (self.placement is the report)."""
@@ -190,6 +222,13 @@ class Predictor:
             raise FeedError(
                 f"missing input {missing[0]!r}{self._expected(missing[0])}{fed}; "
                 f"the net's inputs are: {', '.join(self.input_names)}"
+            )
+        folded = [n for n in feeds if n in self._folded]
+        if folded:
+            raise FeedError(
+                f"input {folded[0]!r} is filled by the init net, and the inference passes "
+                "folded it into constants, so a fed value would be ignored; create the "
+                "Predictor with optimize=False to feed it, or leave it out of the init net"
             )
         # a blob the init net fills may still be fed (Caffe2 init nets often create a
         # placeholder for "data"); anything outside the net's external inputs may not
@@ -267,4 +306,4 @@ class Predictor:
             raise BlobNotFoundError(
                 f"output {missing[0]!r} was not produced by net {self.predict_net.name!r}"
             )
-        return {name: _host(blobs[name]) for name in self.output_names}
+        return {name: detached(_host(blobs[name]), self._param_roots) for name in self.output_names}

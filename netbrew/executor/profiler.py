@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,13 +71,15 @@ class OpRow:
     gflops_per_s: float | None
 
 
-def _shape(blobs: MutableMapping[str, Any], name: str) -> tuple[int, ...] | None:
+def _shape(blobs: Mapping[str, Any], name: str) -> tuple[int, ...] | None:
     value = blobs.get(name) if name else None
     shape = getattr(value, "shape", None)
     return tuple(shape) if shape is not None else None
 
 
-def op_flops(op: CompiledOp, blobs: MutableMapping[str, Any]) -> float | None:
+def op_flops(
+    op: CompiledOp, blobs: MutableMapping[str, Any], inputs: Mapping[str, Any] | None = None
+) -> float | None:
     """Multiply-add FLOPs (2 per MAC) of one run of `op`, from the shapes in `blobs`;
     None for op types not counted or when a shape is missing. The fused and Winograd forms
     (ConvRelu, ConvWinograd, ConvShuffle, GemmRelu, MatMulBias, ...) count as their base
@@ -86,8 +88,9 @@ def op_flops(op: CompiledOp, blobs: MutableMapping[str, Any]) -> float | None:
     kind = kind.removesuffix("Bias")
     if kind not in ("Conv", "Gemm", "MatMul", "FC"):
         return None
-    a = _shape(blobs, op.inputs[0]) if op.inputs else None
-    w = _shape(blobs, op.inputs[1]) if len(op.inputs) > 1 else None
+    source = blobs if inputs is None else inputs  # the inputs as they were before the run
+    a = _shape(source, op.inputs[0]) if op.inputs else None
+    w = _shape(source, op.inputs[1]) if len(op.inputs) > 1 else None
     y = _shape(blobs, op.outputs[0]) if op.outputs else None
     if a is None or w is None or y is None:
         return None
@@ -150,6 +153,7 @@ class Profile:
 
     def time(self, op: CompiledOp, blobs: MutableMapping[str, Any]) -> None:
         """Runs `op` against `blobs` and records its time (and FLOPs)."""
+        before = {n: blobs.get(n) for n in op.inputs[:2] if n}  # an op may write its input
         start = time.perf_counter()
         op.run(blobs)
         if op.device_id is not None:  # a GPU op's kernels run after launch returns
@@ -172,7 +176,7 @@ class Profile:
             threading.current_thread().name,
             tuple((name, value.shape, str(value.dtype)) for name, value in arrays),
             sum(value.nbytes for _, value in arrays),
-            op_flops(op, blobs),
+            op_flops(op, blobs, before),
         )
         key = (record.index, record.op_type, record.name)
         with self._lock:

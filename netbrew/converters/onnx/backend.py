@@ -17,7 +17,7 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 from netbrew.converters.onnx.importer import import_model, node_to_op
 from netbrew.errors import FeedError
 from netbrew.executor import Workspace
-from netbrew.executor.predictor import optimize_for_inference
+from netbrew.executor.predictor import array_roots, detached, optimize_for_inference
 from netbrew.executor.runtime import create_runtime
 
 
@@ -54,6 +54,7 @@ class NetbrewRep(BackendRep):
         # made once: building the namedtuple class took 0.16 ms, on every run
         self._outputs = namedtupledict("Outputs", self.output_names)
         self.runtime = create_runtime(predict_net)
+        self._param_roots = array_roots(self.workspace._blobs.values())
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
         """Runs on a list (graph input order), a dict, or a single array."""
@@ -67,7 +68,9 @@ class NetbrewRep(BackendRep):
             )
         blobs.update(feeds)
         self.runtime.run(blobs)
-        return self._outputs(*[_host(blobs[name]) for name in self.output_names])
+        return self._outputs(
+            *[detached(_host(blobs[name]), self._param_roots) for name in self.output_names]
+        )
 
 
 def _host(value: Any) -> Any:

@@ -148,14 +148,17 @@ def to_ssa(net: NetDef) -> tuple[NetDef, dict[str, str]]:
     """ONNX needs every value written once; netbrew and Caffe2 nets write blobs in place.
 
     The last write of a blob keeps its name (so outputs keep theirs); earlier writes are
-    renamed `<blob>__<k>` and their readers follow. Returns the net and the renames
-    (new name -> original blob).
+    renamed `<blob>__<k>` and their readers follow. A net input written in place (Caffe2's
+    `x = Relu(x)`) has every write renamed, since the graph input holds the name; an output
+    that is such a blob is the last of them. Returns the net and the renames (new name ->
+    original blob).
     """
     writes: dict[str, int] = {}
     for op in net.op:
         for out in op.output:
             writes[out] = writes.get(out, 0) + 1
-    if all(n == 1 for n in writes.values()):
+    inputs = {b for b in net.external_input if b in writes}
+    if all(n == 1 for n in writes.values()) and not inputs:
         return net, {}
     out_net = NetDef()
     out_net.CopyFrom(net)
@@ -169,13 +172,16 @@ def to_ssa(net: NetDef) -> tuple[NetDef, dict[str, str]]:
             if not name:
                 continue
             seen[name] = seen.get(name, 0) + 1
-            if seen[name] < writes[name]:
+            if seen[name] < writes[name] or name in inputs:
                 fresh = f"{name}__{seen[name]}"
                 renames[fresh] = name
                 op.output[i] = fresh
                 current[name] = fresh
             else:
                 current.pop(name, None)
+    outputs = [current.get(b, b) if b in inputs else b for b in out_net.external_output]
+    del out_net.external_output[:]
+    out_net.external_output.extend(outputs)
     return out_net, renames
 
 

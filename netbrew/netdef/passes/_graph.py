@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from netbrew.netdef.autodiff import captured_reads
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef
 
 # Collectives talk to the other ranks: every rank must run each one, in the same order.
@@ -38,7 +39,12 @@ def op_schema(op_type: str):
 
 
 def reads(op: OperatorDef) -> list[str]:
-    return [b for b in [*op.input, *op.control_input] if b]
+    """What `op` reads: its inputs, control inputs, and the outer blobs its subgraphs read
+    by name (If and Loop bodies), so no pass takes a blob a body still needs."""
+    found = [b for b in [*op.input, *op.control_input] if b]
+    if any(a.HasField("n") or a.nets for a in op.arg):
+        found += captured_reads(op)
+    return found
 
 
 def is_opaque(op: OperatorDef) -> bool:

@@ -97,6 +97,8 @@ def _fold(op: OperatorDef, s: np.ndarray, t: np.ndarray, params: dict):
         trans_b = args.get("transB", 0)
         if w.ndim != 2 or w.shape[0 if trans_b else 1] != s.size or b.size not in (1, s.size):
             return None
+        if b.ndim == 2 and b.shape[1] != b.size:  # an (M, 1) bias varies by row, not channel
+            return None
         w64 = w64 * (s[:, None] if trans_b else s[None, :])
         b = s * (args.get("beta", 1.0) * np.broadcast_to(b.reshape(-1), s.shape)) + t
         extra["beta"] = 1.0
