@@ -101,3 +101,22 @@ def test_a_model_wide_nhwc_order_is_refused_by_layout_helpers():
     brew.fc(model, "x", "fc", 3, 2)  # no layout: builds as in Caffe2
     with pytest.raises(ValueError, match="order='NHWC' is not supported .*model's arg_scope"):
         brew.conv(model, "data", "c", 4, 3, 3)
+
+
+def test_caffe2_add_weight_decay_and_missing_builders():
+    model = ModelHelper("wd", seed=0)
+    brew.fc(model, "x", "fc", 3, 1)
+    model.net.ReduceMean([model.net.Mul(["fc", "fc"], "sq")], "loss", keepdims=0)
+    model.add_gradient_operators(["loss"])
+    optimizer.add_weight_decay(model, 0.5)
+    ws = Workspace()
+    ws.run_net_once(model.param_init_net)
+    ws.feed_blob("x", X)
+    ws.run_net_once(model.net)
+    w, b = ws.fetch_blob("fc_w"), ws.fetch_blob("fc_b")
+    y = X @ w.T + b
+    want = 2 * (y.T @ X) / y.size + 0.5 * w  # the bias takes no decay
+    np.testing.assert_allclose(ws.fetch_blob("fc_w_grad"), want, rtol=1e-5)
+    np.testing.assert_allclose(ws.fetch_blob("fc_b_grad"), 2 * y.sum(0) / y.size, rtol=1e-5)
+    with pytest.raises(AttributeError, match="build_adagrad is not available in netbrew"):
+        optimizer.build_adagrad  # noqa: B018

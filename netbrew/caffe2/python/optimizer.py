@@ -56,3 +56,26 @@ def _unsupported(where: str, **options: Any) -> None:
     given = [k for k, v in options.items() if v not in (None, False)]
     if given:
         raise NotImplementedError(f"optimizer.{where}: {', '.join(given)} is not supported")
+
+
+def add_weight_decay(model: Any, weight_decay: float) -> None:
+    """grad += weight_decay * param for the WEIGHT parameters, as Caffe2's (weights_only)."""
+    from netbrew.brew.train import add_weight_decay as add
+
+    add(model, weight_decay)
+
+
+_CAFFE2_ONLY = frozenset(
+    "build_adagrad build_rms_prop build_ftrl build_gftrl build_adadelta build_wngrad "
+    "build_yellowfin build_storm build_decay_adagrad".split()
+)
+
+
+def __getattr__(name: str) -> Any:
+    """Caffe2's other builders: named, with what netbrew has instead of a bare error."""
+    if name in _CAFFE2_ONLY:
+        raise AttributeError(
+            f"optimizer.{name} is not available in netbrew; it builds build_sgd (momentum, "
+            "Nesterov, weight decay), build_adam and build_multi_precision_sgd"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
