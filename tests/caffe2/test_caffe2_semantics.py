@@ -180,3 +180,13 @@ def test_predictor_takes_a_list_in_input_order_and_names_stray_feeds():
         predictor.run(a)
     with pytest.raises(FeedError, match=r"missing input 'b' \(fed instead: 'bb'\)"):
         predictor.run({"a": a, "bb": b})
+
+
+def test_feed_and_fetch_copy_as_caffe2_did():
+    x = np.arange(3, dtype=np.float32)
+    workspace.FeedBlob("x", x)
+    x[0] = 9
+    fetched = workspace.FetchBlob("x")
+    np.testing.assert_array_equal(fetched, [0, 1, 2])
+    fetched[1] = 7
+    np.testing.assert_array_equal(workspace.FetchBlob("x"), [0, 1, 2])

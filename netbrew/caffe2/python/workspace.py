@@ -82,17 +82,21 @@ NumGpuDevices = NumCudaDevices
 
 
 def FeedBlob(name: str, arr: Any, device_option: Any = None) -> bool:  # noqa: N802
-    """Stores `arr` as blob `name`; a GPU device_option feeds the CPU when there is no GPU."""
+    """Stores a copy of `arr` as blob `name`, as Caffe2 copied it into a Tensor (later
+    writes to `arr` do not reach the blob); a GPU device_option feeds the CPU when there
+    is no GPU."""
     on_cpu_if_no_gpu(device_option, f"FeedBlob({str(name)!r})")
-    C().feed_blob(str(name), arr if isinstance(arr, np.ndarray) else np.asarray(arr))
+    C().feed_blob(str(name), np.array(arr, copy=True))
     return True
 
 
 def FetchBlob(name: str) -> Any:  # noqa: N802
+    """A copy of blob `name`, as Caffe2's: writing into it leaves the workspace alone."""
     try:
-        return C().fetch_blob(str(name))
+        value = C().fetch_blob(str(name))
     except BlobNotFoundError as e:
         raise BlobNotFound(str(e)) from None
+    return value.copy() if isinstance(value, np.ndarray) else value
 
 
 def FetchBlobs(names: Sequence[str]) -> list[Any]:  # noqa: N802
