@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.errors import BlobNotFoundError, FeedError, SchemaError
+from netbrew.errors import BlobNotFoundError, FeedError, OperatorError, SchemaError
 from netbrew.executor.profiler import Profile
 from netbrew.executor.workspace import Workspace, _netdef
 from netbrew.netdef.tensor import dtype_of
@@ -163,6 +163,7 @@ class Predictor:
         self.workspace = Workspace()
         self.workspace.run_net_once(init)
         read_before = _reads(self.predict_net)
+        self.optimized = optimize
         if optimize:
             self.predict_net = optimize_for_inference(
                 self.predict_net, self.workspace, device=self.device
@@ -300,7 +301,15 @@ class Predictor:
     def _run(self, arrays: dict[str, np.ndarray], profile: Profile | None = None) -> dict:
         blobs = dict(self._params)
         blobs.update(arrays)
-        self._runtime.run(blobs, profile=profile)
+        try:
+            self._runtime.run(blobs, profile=profile)
+        except OperatorError as e:
+            if not self.optimized:
+                raise
+            raise OperatorError(
+                f"{e}\n(an op of the net after the inference passes, which fuse and rename "
+                "ops: Predictor(..., optimize=False) runs and names the ops as written)"
+            ) from e
         missing = [n for n in self.output_names if n not in blobs]
         if missing:
             raise BlobNotFoundError(

@@ -190,3 +190,8 @@ def test_feed_and_fetch_copy_as_caffe2_did():
     np.testing.assert_array_equal(fetched, [0, 1, 2])
     fetched[1] = 7
     np.testing.assert_array_equal(workspace.FetchBlob("x"), [0, 1, 2])
+
+
+def test_a_caffe2_op_with_too_few_inputs_says_so():
+    with pytest.raises(UnsupportedConversion, match=r"Mul .*expected 2 inputs \(A, B\), got 1"):
+        core.Net("bad").Mul(["x"], "y")

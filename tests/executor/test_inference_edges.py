@@ -147,3 +147,18 @@ def test_bench_feeds_inputs_of_their_declared_dtype(tmp_path, capsys):
     onnx.save(model, path)
     assert main(["bench", str(path), "--input", "ids=2x3", "--iters", "1"]) == 0
     assert _parse_shape("cond=scalar") == ("cond", ())
+
+
+def test_an_error_in_an_optimized_net_says_how_to_see_the_ops_as_written():
+    init, net = Net("init"), Net("p")
+    init.GivenTensorFill([], "w", shape=[3, 4], values=[0.1] * 12)
+    init.GivenTensorFill([], "b", shape=[3], values=[0.0] * 3)
+    net.add_external_input("x", "w", "b")
+    net.FC(["x", "w", "b"], "fc").Relu([], "r")
+    net.add_external_output("r")
+    x = np.ones((2, 5), np.float32)
+    with pytest.raises(nb.OperatorError, match=r"(?s)FCRelu.*K=5.*optimize=False"):
+        nb.Predictor(init, net).run({"x": x})
+    with pytest.raises(nb.OperatorError, match=r"op #0 FC ") as caught:
+        nb.Predictor(init, net, optimize=False).run({"x": x})
+    assert "optimize=False" not in str(caught.value)

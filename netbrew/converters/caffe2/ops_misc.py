@@ -23,8 +23,10 @@ def broadcast_arith(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
         exponent, exponent_op = ctx.const(float(ctx.arg("exponent")), np.float32)
         ops.append(exponent_op)
         a, b = op.input[0], exponent
-    else:
+    elif len(op.input) == 2:
         a, b = op.input
+    else:
+        raise UnsupportedConversion(f"expected 2 inputs (A, B), got {len(op.input)}")
     broadcast, axis = ctx.arg("broadcast", default=0), ctx.arg("axis", default=-1)
     if ctx.has("axis_str"):
         axis = _semantic_axis(ctx)
