@@ -21,6 +21,12 @@ class UnknownOperatorError(NetbrewError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class UnknownOpAttributeError(UnknownOperatorError, AttributeError):
+    """`net.Foo` where Foo is no registered op: an UnknownOperatorError (with near names)
+    that is also an AttributeError, so hasattr(net, "Foo") and getattr(net, "Foo", None)
+    answer instead of raising."""
+
+
 class SchemaError(NetbrewError, ValueError):
     """An op does not match its schema: arity, attributes, dtypes or in-place use."""
 

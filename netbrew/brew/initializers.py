@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from netbrew.netdef.net import Net
+from netbrew.netdef.net import Net, op_def
+from netbrew.proto.netbrew_pb2 import NetDef
 
 
 class Initializer:
@@ -69,20 +70,38 @@ class FromArray(Initializer):
         add_given_fill(init_net, name, self.array)
 
 
-_GIVEN_FILLS = {"f": "GivenTensorFill", "i": "GivenTensorInt64Fill", "b": "GivenTensorBoolFill"}
+GIVEN_FILLS = {
+    np.dtype(np.float32): "GivenTensorFill",
+    np.dtype(np.int32): "GivenTensorIntFill",
+    np.dtype(np.int64): "GivenTensorInt64Fill",
+    np.dtype(np.int16): "GivenTensorInt16Fill",
+    np.dtype(np.bool_): "GivenTensorBoolFill",
+}
+"""The dtypes a GivenTensor*Fill holds exactly (its values argument has no other)."""
 
 
-def add_given_fill(init_net: Net, name: str, array: np.ndarray) -> None:
-    """A GivenTensor*Fill op that recreates `array` exactly (float32/64, int32/64, bool)."""
+def add_given_fill(init_net: Net | NetDef, name: str, array: Any) -> None:
+    """Appends an op that fills blob `name` with exactly `array`: a GivenTensor*Fill, as
+    Caffe2 init nets have, for float32, int16/32/64 and bool; GivenTensorStringFill for
+    bytes and strings; a Constant holding a TensorProto for every other dtype (float64
+    and float16 would lose bits in the fills' float list, uint8 would widen to int64)."""
     array = np.asarray(array)
-    kind = array.dtype.kind if array.dtype.kind in "fb" else "i"
-    op_type = _GIVEN_FILLS[kind]
-    if array.dtype == np.int32:
-        op_type = "GivenTensorIntFill"
-    elif array.dtype == np.float64:
-        op_type = "GivenTensorDoubleFill"
-    values = array.reshape(-1).tolist()
-    init_net.add_op(op_type, [], name, shape=list(array.shape), values=values)
+    if array.dtype.kind in "SUO":
+        flat = [v if isinstance(v, bytes) else str(v).encode() for v in array.reshape(-1)]
+        _append(init_net, "GivenTensorStringFill", name, shape=list(array.shape), values=flat)
+    elif array.dtype in GIVEN_FILLS:
+        flat = array.reshape(-1)
+        values = flat.astype(np.int64).tolist() if array.dtype == np.bool_ else flat.tolist()
+        _append(init_net, GIVEN_FILLS[array.dtype], name, shape=list(array.shape), values=values)
+    else:
+        _append(init_net, "Constant", name, value=array)
+
+
+def _append(init_net: Net | NetDef, op_type: str, name: str, **args: Any) -> None:
+    if isinstance(init_net, NetDef):
+        init_net.op.append(op_def(op_type, [], [name], **args))
+    else:  # through Net.add_op: the device scope places the parameter
+        init_net.add_op(op_type, [], name, **args)
 
 
 def resolve(init: Initializer | tuple | None, default: Initializer) -> Initializer:

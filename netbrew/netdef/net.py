@@ -20,6 +20,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from netbrew.errors import UnknownOpAttributeError, UnknownOperatorError
 from netbrew.netdef.args import args_dict, set_args
 from netbrew.netdef.dtypes import normalize_type_args
 from netbrew.netdef.scope import current_device, current_name_scope, device_name, parse_device
@@ -125,7 +126,10 @@ class Net:
             )
         from netbrew.operators import get_schema
 
-        get_schema(op_type)  # UnknownOperatorError with suggestions
+        try:
+            get_schema(op_type)
+        except UnknownOperatorError as e:  # with near names; hasattr(net, ...) is False
+            raise UnknownOpAttributeError(str(e)) from None
 
         def make(inputs=(), outputs=None, **kwargs):
             return self.add_op(op_type, inputs, outputs, **kwargs)

@@ -146,7 +146,11 @@ def from_array(
         name: the tensor's name (its blob name).
         raw: store numeric values as little-endian bytes in raw_data instead of typed fields.
     """
-    arr = np.asarray(array)
+    if isinstance(array, (bytes, str)):  # np.asarray(b"a\0") drops trailing NULs
+        arr = np.empty((), object)
+        arr[()] = array
+    else:
+        arr = np.asarray(array)
     proto = TensorProto(dims=arr.shape, data_type=data_type_of(arr.dtype))
     if name is not None:
         proto.name = name

@@ -15,6 +15,7 @@ placed by the op's device option. The executor hands these kernels the op's blob
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -111,11 +112,26 @@ def save_cpu(
         if key in seen:
             raise SchemaError(f"Save: two inputs would be saved under the same name {key!r}")
         seen.add(key)
+    for key, value in zip(keys, arrays):
+        if not _is_tensor(value):
+            held = value.flat[0] if isinstance(value, np.ndarray) and value.size else value
+            raise SchemaError(
+                f"Save: blob {key!r} holds a {type(held).__name__}, not a tensor; only "
+                "tensors (numbers, bools, bytes or strings) can be saved"
+            )
     if db_type == "tensorprotos":
         save_blobs(dict(zip(keys, arrays)), _text(db))
     else:
         save_to_db(dict(zip(keys, arrays)), _text(db), db_type, chunk_size=int(chunk_size))
     return ()
+
+
+def _is_tensor(value: Any) -> bool:
+    if not isinstance(value, np.ndarray):
+        return False
+    if value.dtype != object:
+        return True
+    return all(isinstance(v, (bytes, str)) for v in value.flat)
 
 
 def _held(stored) -> str:

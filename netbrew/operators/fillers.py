@@ -161,7 +161,12 @@ def _given_fill_kernel(op: str, default_dtype: Any) -> Callable[..., tuple[np.nd
     ) -> tuple[np.ndarray]:
         dims = _out_shape(op, x, **shape_args)
         np_dtype = default_dtype if dtype is None else dtype_of(dtype)
-        flat = np.asarray([] if values is None else values, dtype=np_dtype).reshape(-1)
+        if op == "GivenTensorStringFill":  # bytes, as Caffe2's std::string values
+            items = [v.encode() if isinstance(v, str) else bytes(v) for v in values or ()]
+            flat = np.empty(len(items), object)
+            flat[:] = items
+        else:
+            flat = np.asarray([] if values is None else values, dtype=np_dtype).reshape(-1)
         if flat.size != math.prod(dims):
             raise ShapeError(
                 f"{op}: argument values has {flat.size} entries, but shape {list(dims)} "

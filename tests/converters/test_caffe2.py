@@ -180,7 +180,7 @@ def test_spatial_bn_nhwc_and_channel_shuffle():
 
 def test_unsupported_ops_are_reported_together():
     net = NetDef(name="odd")
-    for op_type in ("ImageInput", "Relu", "FancyOp", "FancyOp", "TensorProtosDBInput"):
+    for op_type in ("ImageInput", "Relu", "FancyOp", "FancyOp", "VideoInput"):
         legacy_op(net, op_type, ["x"], ["y"])
     legacy_op(net, "Conv", ["x", "w"], ["z"], kernel=3, weird_flag=1)
     with pytest.raises(UnsupportedConversion) as info:
@@ -189,7 +189,7 @@ def test_unsupported_ops_are_reported_together():
     assert "5 op(s) cannot be loaded" in text
     assert "FancyOp: no translation to netbrew's ops (x2)" in text
     assert "ImageInput: a data-reading layer: feed the data to the Predictor instead (x1)" in text
-    assert "TensorProtosDBInput: a data-reading layer" in text
+    assert "VideoInput: a data-reading layer" in text
     assert "Conv: argument(s) weird_flag not supported (x1)" in text
 
 

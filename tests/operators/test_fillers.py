@@ -43,7 +43,13 @@ def test_constant_fill(inputs, attrs, shape, dtype, value):
 )
 @pytest.mark.parametrize("shape", [(6,), (2, 3), (3, 1, 2)])
 def test_given_tensor_fill(op, values, dtype, shape):
-    expected = np.array(values, dtype=dtype).reshape(shape)
+    if op == "GivenTensorStringFill":  # bytes, as Caffe2's std::string values
+        values_out = [v.encode() for v in values]
+        expected = np.empty(len(values_out), object)
+        expected[:] = values_out
+        expected = expected.reshape(shape)
+    else:
+        expected = np.array(values, dtype=dtype).reshape(shape)
     check_op(op, [], reference=lambda: (expected,), shape=list(shape), values=values)
 
 

@@ -299,6 +299,7 @@ def prelu(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
     "GivenTensorBoolFill",
     "GivenTensorInt16Fill",
     "GivenTensorStringFill",
+    "Constant",  # netbrew's exact fill for other dtypes (add_given_fill)
     "GaussianFill",
     "UniformFill",
     "XavierFill",
@@ -314,5 +315,5 @@ def filler(op: OperatorDef, ctx: Context) -> list[OperatorDef]:  # fmt: skip
 
 refuse(
     "a data-reading layer: feed the data to the Predictor instead",
-    "ImageInput", "TensorProtosDBInput", "CreateDB", "VideoInput", "HSoftmaxSearch",
+    "ImageInput", "VideoInput", "HSoftmaxSearch",
 )  # fmt: skip

@@ -152,9 +152,11 @@ def device_copy(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
     return [ctx.make("Identity", op.input[:1], op.output)]
 
 
-@translator("AveragedLoss", "LabelCrossEntropy", "Accuracy", "SoftmaxWithLoss")
+@translator("AveragedLoss", "LabelCrossEntropy", "Accuracy", "SoftmaxWithLoss", "CreateDB",
+            "TensorProtosDBInput")  # fmt: skip
 def same_spelling(op: OperatorDef, ctx: Context) -> list[OperatorDef]:
-    """Training ops netbrew spells as Caffe2 did, arguments included."""
+    """Training ops netbrew spells as Caffe2 did, arguments included (the losses, and the
+    DB reader and its batch input)."""
     from netbrew.operators import get_schema
 
     attrs = get_schema(op.type).attrs

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from netbrew.brew.initializers import add_given_fill
 from netbrew.converters.module.torch_graph import (
     WRAPPED,
     Problem,
@@ -43,7 +44,7 @@ from netbrew.converters.module.torch_graph import (
 )
 from netbrew.converters.module.torch_ops import lookup
 from netbrew.errors import UnsupportedConversion
-from netbrew.netdef.tensor import data_type_of, from_array
+from netbrew.netdef.tensor import data_type_of
 from netbrew.proto.netbrew_pb2 import NetDef
 
 # Python-valued calls that read tensor data: folding them would bake in the example's data.
@@ -198,14 +199,6 @@ def _report(problems: list[Problem]) -> UnsupportedConversion:
 
 # -- the init net ------------------------------------------------------------------------
 
-_GIVEN_FILLS = {
-    np.dtype(np.float32): ("GivenTensorFill", "floats"),
-    np.dtype(np.int32): ("GivenTensorIntFill", "ints"),
-    np.dtype(np.int64): ("GivenTensorInt64Fill", "ints"),
-    np.dtype(np.int16): ("GivenTensorInt16Fill", "ints"),
-    np.dtype(np.bool_): ("GivenTensorBoolFill", "ints"),
-}
-
 
 def _netdef_of(module: Any, input_names: Sequence[str] | None) -> tuple[NetDef, NetDef]:
     """A module to_torch built, back as its NetDef, with the module's current weights
@@ -225,20 +218,8 @@ def _netdef_of(module: Any, input_names: Sequence[str] | None) -> tuple[NetDef, 
 
 
 def add_fill(init: NetDef, name: str, array: np.ndarray) -> None:
-    """Appends an op filling blob `name` with exactly `array`: GivenTensor*Fill (as Caffe2
-    init nets do) for float32, int16/32/64 and bool, Constant for other dtypes (float64
-    values would lose precision in a GivenTensorDoubleFill's float list)."""
-    fill = _GIVEN_FILLS.get(array.dtype)
-    if fill is None:
-        op = init.op.add(type="Constant", output=[name])
-        op.arg.add(name="value").t.CopyFrom(from_array(array))
-        return
-    op = init.op.add(type=fill[0], output=[name])
-    op.arg.add(name="shape").ints.extend(array.shape)
-    flat = array.reshape(-1)
-    getattr(op.arg.add(name="values"), fill[1]).extend(
-        flat.astype(np.int64).tolist() if array.dtype == np.bool_ else flat.tolist()
-    )
+    """Appends an op filling blob `name` with exactly `array` (brew's add_given_fill)."""
+    add_given_fill(init, name, array)
 
 
 def _value_info(net: NetDef, name: str, array: np.ndarray) -> None:
