@@ -68,7 +68,10 @@ def const(values: Any, dtype: Any = np.int64) -> np.ndarray:
 
 
 def reduce(op_type: str, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """A ReduceSum/Mean/Max/Min over `axis` (None: every axis), as ndarray.sum and friends."""
+    """A ReduceSum/Mean/Max/Min over `axis` (None: every axis), as ndarray.sum and friends
+    (a sum of bools counts them, as int64)."""
+    if op_type == "ReduceSum" and np.dtype(getattr(x, "dtype", np.float32)) == np.bool_:
+        x = call("Cast", [x], to="INT64")
     if axis is None:
         return call(op_type, [x], keepdims=int(keepdims))
     axes = [axis] if isinstance(axis, int) else list(axis)
@@ -124,7 +127,7 @@ def getitem(x: Any, index: Any) -> Any:
             steps.append(1)
             squeeze.append(axis)
         elif isinstance(item, slice):
-            if item == slice(None):
+            if item.start is None and item.stop is None and item.step is None:
                 continue
             step = 1 if item.step is None else int(item.step)
             if step == 0:

@@ -285,6 +285,9 @@ def lower_loop(interp, node: ast.For | ast.While) -> None:
     before, brk, after = _split_break(interp, node.body)
     assigned = assigned_names(node.body)
     carried = [n for n in assigned if n in env and not isinstance(env[n], Undefined)]
+    defined = counter is not None and not isinstance(env.get(counter, Undefined("")), Undefined)
+    if defined and counter not in carried:  # Python leaves it at its last value
+        carried.append(counter)
     for name in carried:
         if isinstance(env[name], TensorList):
             raise interp.error(node, f"list {name!r} assigned in a loop", "append to it instead")
@@ -317,7 +320,9 @@ def lower_loop(interp, node: ast.For | ast.While) -> None:
             inner[name] = TensorList()
         if counter is not None:
             with tracer.name_scope(counter):
-                inner[counter] = binary(lambda a, b: a + b, iter_in, start) if start else iter_in
+                inner[counter] = (
+                    iter_in if _is_zero(start) else binary(lambda a, b: a + b, iter_in, start)
+                )
         child = interp.fork(inner)
         child.block(before)
         cond_out = None
@@ -359,6 +364,11 @@ def lower_loop(interp, node: ast.For | ast.While) -> None:
     env.update(zip(carried, results))
     for name, value in zip(scans, results[len(carried) :]):
         env[name] = TensorList(stacked=value)
+    if counter is not None and not defined:
+        env[counter] = Undefined(
+            f"it is the counter of the loop at line {node.lineno}; assign it before the "
+            "loop to use its last value after"
+        )
     for name in assigned:
         if name not in carried and name in child.env:
             env[name] = Undefined(

@@ -123,6 +123,12 @@ def boolean(tracer: Any, op: str, values: list[Any]) -> Any:
     return with_kind(result, BOOL if result.ndim == 0 else TENSOR)
 
 
+def _whole(item: slice) -> bool:
+    """Whether a slice is `:`, without comparing its bounds (a runtime bound would record
+    an Equal op and then need a Python bool)."""
+    return item.start is None and item.stop is None and item.step is None
+
+
 def getitem(x: Any, index: Any) -> Any:
     """x[index] where ints and slice bounds may be runtime ints (a loop counter): Slice
     with runtime starts and ends, then Gather for each integer index."""
@@ -136,7 +142,7 @@ def getitem(x: Any, index: Any) -> Any:
         items = items[:at] + [slice(None)] * (x.ndim - len(items) + 1) + items[at + 1 :]
     starts, ends, axes, steps = [], [], [], []
     for axis, item in enumerate(items):
-        if isinstance(item, slice) and item != slice(None):
+        if isinstance(item, slice) and not _whole(item):
             step = 1 if item.step is None else int(item.step)
             starts.append(_bound(item.start, 0 if step > 0 else _ops.INT64_MAX))
             ends.append(_bound(item.stop, _ops.INT64_MAX if step > 0 else _ops.INT64_MIN))

@@ -61,7 +61,12 @@ class Compiled:
         ws = Workspace()
         ws.run_net_once(init_net)
         self.params = {b: ws.fetch_blob(b) for b in ws.blobs()}
-        self.runtime = create_runtime(fuse_elementwise(optimize(predict_net, level=1)))
+        # the state the net writes (running statistics) is an output the passes must keep
+        run_net = NetDef()
+        run_net.CopyFrom(predict_net)
+        written = {o for op in predict_net.op for o in op.output} & set(self.params)
+        run_net.external_output.extend(sorted(written - set(run_net.external_output)))
+        self.runtime = create_runtime(fuse_elementwise(optimize(run_net, level=1)))
 
     def nets(self) -> tuple[NetDef, NetDef]:
         return self.init_net, self.predict_net
@@ -72,6 +77,10 @@ class Compiled:
             blobs.update(state)
         blobs.update(zip(self.inputs, (_feed(a, k) for a, k in zip(args, self.kinds))))
         self.runtime.run(blobs)
+        if state:  # buffers the net updated (BatchNorm's running statistics, counters)
+            for name, value in state.items():
+                if blobs[name] is not value and isinstance(value, np.ndarray):
+                    np.copyto(value, blobs[name], casting="unsafe")
         outs = tuple(blobs[n] for n in self.predict_net.external_output)
         return outs if self.is_tuple else outs[0]
 
@@ -79,6 +88,9 @@ class Compiled:
 def _feed(value: Any, kind: str) -> np.ndarray:
     if kind == TENSOR:
         return value if isinstance(value, np.ndarray) else np.asarray(value)
+    array = np.asarray(value)
+    if kind == INT and not (array.dtype.kind in "iub" and array.ndim == 0):
+        raise TypeError(f"an int argument got {value!r} ({array.dtype}); pass an int")
     return np.asarray(value, SCALAR_DTYPES[kind])
 
 
@@ -169,9 +181,7 @@ def _call(function: ScriptFunction, owner: Any, args: tuple, kwargs: dict) -> An
         return inline(fn, list(args), kwargs, tracer, function.parsed)
     if _EAGER.get():
         return fn(*args, **kwargs)
-    if kwargs:
-        names, _ = _arg_kinds(function.parsed, owner)
-        args = (*args, *(kwargs[n] for n in names[len(args) :]))
+    args = _bind_defaults(function, owner, args, kwargs)
     compiled = _compiled(function, owner, list(args))
     state = None
     if owner is not None:  # the module's current values, which training may have changed
@@ -180,13 +190,27 @@ def _call(function: ScriptFunction, owner: Any, args: tuple, kwargs: dict) -> An
     return compiled(list(args), state)
 
 
+def _bind_defaults(function: ScriptFunction, owner: Any, args: tuple, kwargs: dict) -> tuple:
+    """The arguments in order, keywords and the function's defaults filled in, as Python
+    binds them (TypeError names what is missing or unexpected)."""
+    import inspect
+
+    signature = inspect.signature(function.parsed.fn)
+    bound = signature.bind(*((owner,) if owner is not None else ()), *args, **kwargs)
+    bound.apply_defaults()
+    values = list(bound.arguments.values())
+    return tuple(values[1:] if owner is not None else values)
+
+
 def _compiled(function: ScriptFunction, owner: Any, args: list) -> Compiled:
     names, kinds = _arg_kinds(function.parsed, owner)
     if len(args) != len(names):
         raise TypeError(f"{function.__name__} takes {len(names)} arguments, got {len(args)}")
     key = _key(args, kinds)
     cache = function._compiled if owner is None else owner.__dict__.setdefault("_script_nets", {})
-    full_key = key if owner is None else (id(function), key)
+    # a module compiles apart in train and eval mode (Dropout, BatchNorm differ)
+    modes = () if owner is None else tuple(m.training for m in owner.modules())
+    full_key = key if owner is None else (id(function), key, modes)
     compiled = cache.get(full_key)
     if compiled is None:
         compiled = cache[full_key] = _compile(function, owner, names, kinds, args)
