@@ -43,7 +43,9 @@ def finish(tracer: Any, outputs: list[Any], output_names: list[str]) -> list[Ope
             fixed.add(name)
         else:
             ops.append(OperatorDef(type="Identity", input=[src], output=[name]))
-    live = NetDef(external_output=output_names)
+    for blob, src in tracer.updates.items():  # running statistics written back, as eagerly
+        ops.append(OperatorDef(type="Identity", input=[src], output=[blob]))
+    live = NetDef(external_output=[*output_names, *tracer.updates])
     live.op.extend(ops)
     return list(eliminate_dead_code(live).op)
 

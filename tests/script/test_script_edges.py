@@ -96,3 +96,23 @@ def test_a_module_compiles_apart_in_train_and_eval_mode():
     assert (trained == 0).any()
     np.testing.assert_array_equal(module.eval()(x), x)
     assert (module.train()(x) == 0).any()
+
+
+class Normed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(3)
+
+    @nb.script
+    def forward(self, x):
+        return self.bn(x)
+
+
+def test_a_scripted_module_updates_its_running_statistics_as_eagerly():
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    scripted, eager = Normed().train(), Normed().train()
+    for _ in range(2):
+        np.testing.assert_allclose(scripted(x), eager.forward.eager(x), rtol=1e-5, atol=1e-6)
+    for name, value in eager.state_dict().items():
+        np.testing.assert_allclose(scripted.state_dict()[name], value, rtol=1e-6)
+    assert int(scripted.bn.num_batches_tracked) == 2
