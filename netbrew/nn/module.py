@@ -116,7 +116,7 @@ class Module:
         params = self.__dict__.get("_parameters")
         if isinstance(value, Parameter):
             self._check_init("parameters")
-            self._forget(name)
+            self._forget(name, keep="_parameters")  # a reassigned one keeps its place
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -127,7 +127,7 @@ class Module:
             params[name] = None
         elif isinstance(value, Module):
             self._check_init("child modules")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             self._modules[name] = value
         elif name in self.__dict__.get("_modules", ()):
             if value is not None:
@@ -153,9 +153,12 @@ class Module:
                 "(numpy.ndarray or None expected)"
             )
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, keep: str | None = None) -> None:
+        """Drops `name` from every store but `keep` (whose entry, and order, the caller
+        overwrites, as PyTorch keeps a reassigned parameter's place in state_dict)."""
         for store in ("_parameters", "_buffers", "_modules"):
-            self.__dict__[store].pop(name, None)
+            if store != keep:
+                self.__dict__[store].pop(name, None)
         self.__dict__.pop(name, None)
 
     def __getattr__(self, name: str) -> Any:

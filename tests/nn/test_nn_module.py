@@ -329,3 +329,12 @@ def test_get_submodule_by_dotted_path():
     assert model.get_submodule("1.1") is model[1][1]
     with pytest.raises(AttributeError, match=r"no submodule '2' \(looking up '1.2'\)"):
         model.get_submodule("1.2")
+
+
+def test_a_reassigned_parameter_keeps_its_place_as_in_torch():
+
+    layer = nn.Linear(2, 3)
+    layer.weight = nn.Parameter(np.zeros((3, 2), np.float32))
+    assert list(layer.state_dict()) == ["weight", "bias"]
+    assert [n for n, _ in layer.named_parameters()] == ["weight", "bias"]
+    np.testing.assert_array_equal(layer.state_dict()["weight"], np.zeros((3, 2)))
