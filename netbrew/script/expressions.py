@@ -21,6 +21,7 @@ from netbrew.nn._dispatch import call
 from netbrew.nn.module import Module
 from netbrew.script.source import BOOL, FLOAT, INT, TENSOR
 from netbrew.script.values import (
+    SCALAR_DTYPES,
     TensorList,
     is_number,
     is_runtime,
@@ -106,6 +107,11 @@ def binary(op: Any, a: Any, b: Any) -> Any:
             "// and % are folded on Python numbers only; on tensors write a / b (true "
             "division) or keep the integer arithmetic on Python constants"
         )
+    if op is operator.pow and kind_of(a) == INT and kind_of(b) == INT:
+        # Python's int ** -1 is 0.5: a runtime exponent's sign is unknown, so the power of
+        # two script ints is a float, as TorchScript's pow(int, int)
+        if is_runtime(b) or b < 0:
+            a = _ops.cast(a, SCALAR_DTYPES[FLOAT]) if is_runtime(a) else float(a)
     a, b = _weak(a, b)
     return _result_kind(a, b, op(a, b))
 

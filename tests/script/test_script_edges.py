@@ -116,3 +116,14 @@ def test_a_scripted_module_updates_its_running_statistics_as_eagerly():
     for name, value in eager.state_dict().items():
         np.testing.assert_allclose(scripted.state_dict()[name], value, rtol=1e-6)
     assert int(scripted.bn.num_batches_tracked) == 2
+
+
+@nb.script
+def powers(x, n: int):
+    return x * 2**n
+
+
+def test_an_int_power_of_a_runtime_int_is_a_float():
+    x = np.ones(2, np.float32)
+    for n in (-2, 0, 3):
+        np.testing.assert_allclose(powers(x, n), powers.eager(x, n))
