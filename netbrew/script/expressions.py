@@ -222,7 +222,14 @@ def call_builtin(fn: Any, args: list[Any], tracer: Any) -> Any:
         return with_kind(_ops.cast(v, dtype), kind)
     if name == "abs":
         return with_kind(abs(args[0]), kind_of(args[0]))
-    raise TypeError(f"{name}() of a tensor: use F.{name} (elementwise) or reduce first")
+    if name in ("min", "max") and len(args) > 1 and TENSOR not in map(kind_of, args):
+        # numbers (a loop counter, a size): the larger kind of them, as Python compares
+        kind = FLOAT if FLOAT in map(kind_of, args) else INT
+        dtype = SCALAR_DTYPES[kind]
+        values = [_ops.cast(a, dtype) if is_runtime(a) else np.asarray(a, dtype) for a in args]
+        return with_kind(call(name.capitalize(), values), kind)
+    hint = "F.max (a reduction) or F.where" if name == "max" else "F.where or a reduction"
+    raise TypeError(f"{name}() of a tensor: use {hint}")
 
 
 def is_functional(fn: Any) -> bool:

@@ -127,3 +127,14 @@ def test_an_int_power_of_a_runtime_int_is_a_float():
     x = np.ones(2, np.float32)
     for n in (-2, 0, 3):
         np.testing.assert_allclose(powers(x, n), powers.eager(x, n))
+
+
+@nb.script
+def clipped(x, n: int, s: float):
+    return x * min(n, 2) + max(s, n)
+
+
+def test_min_and_max_of_script_numbers():
+    x = np.ones(2, np.float32)
+    for n, s in ((3, 0.5), (1, 4.5), (-2, -3.0)):
+        np.testing.assert_allclose(clipped(x, n, s), clipped.eager(x, n, s))
