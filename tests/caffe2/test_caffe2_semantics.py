@@ -195,3 +195,22 @@ def test_feed_and_fetch_copy_as_caffe2_did():
 def test_a_caffe2_op_with_too_few_inputs_says_so():
     with pytest.raises(UnsupportedConversion, match=r"Mul .*expected 2 inputs \(A, B\), got 1"):
         core.Net("bad").Mul(["x"], "y")
+
+
+def test_relative_save_and_load_paths_lie_under_the_root_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "root"
+    root.mkdir()
+    workspace.ResetWorkspace(str(root))
+    assert workspace.RootFolder() == str(root)
+    workspace.FeedBlob("w", np.arange(3, dtype=np.float32))
+    net = core.Net("save")
+    net.Save(["w"], [], db="ckpt.minidb", db_type="minidb")
+    workspace.RunNetOnce(net)
+    assert (root / "ckpt.minidb").exists() and not (tmp_path / "ckpt.minidb").exists()
+    workspace.ResetWorkspace(str(root))
+    load = core.CreateOperator("Load", [], ["w"], db="ckpt.minidb", db_type="minidb")
+    workspace.RunOperatorOnce(load)
+    np.testing.assert_array_equal(workspace.FetchBlob("w"), [0, 1, 2])
+    workspace.ResetWorkspace()
+    assert workspace.RootFolder() == "."

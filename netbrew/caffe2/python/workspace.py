@@ -10,6 +10,7 @@ Caffe2's errors were.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -65,10 +66,43 @@ def SwitchWorkspace(name: str, create_if_missing: bool = False) -> None:  # noqa
     _current = name
 
 
+_roots: dict[str, str] = {}  # workspace name -> root folder, where one was given
+
+
 def ResetWorkspace(root_folder: str | None = None) -> bool:  # noqa: N802
-    """Drops every blob and net of the current workspace."""
+    """Drops every blob and net of the current workspace; `root_folder` becomes the folder
+    that relative Save and Load paths (absolute_path=0) are under, as in Caffe2."""
     C().reset()
+    if root_folder is not None:
+        _roots[_current] = os.fspath(root_folder)
+    else:
+        _roots.pop(_current, None)
     return True
+
+
+def RootFolder() -> str:  # noqa: N802
+    return _roots.get(_current, ".")
+
+
+def _rooted(op: OperatorDef) -> OperatorDef:
+    """A Save or Load whose relative db paths lie under the root folder (Caffe2's
+    `absolute_path ? db : root_folder + "/" + db`); other ops as they are."""
+    root = _roots.get(_current)
+    if root is None or op.type not in ("Save", "Load"):
+        return op
+    args = {a.name: a for a in op.arg}
+    if "absolute_path" in args and args["absolute_path"].i:
+        return op
+    out = OperatorDef()
+    out.CopyFrom(op)
+    for arg in out.arg:
+        if arg.name == "db" and arg.s:
+            arg.s = os.path.join(root, arg.s.decode()).encode()
+        elif arg.name == "dbs":
+            paths = [os.path.join(root, d.decode()).encode() for d in arg.strings]
+            del arg.strings[:]
+            arg.strings.extend(paths)
+    return out
 
 
 def NumCudaDevices() -> int:  # noqa: N802
@@ -151,6 +185,11 @@ def _canonical_net(net: Any) -> NetDef:
     if isinstance(net, (bytes, bytearray)):
         net = NetDef.FromString(bytes(net))
     proto = canonical_proto(net.proto() if hasattr(net, "proto") else net)
+    if _roots.get(_current) is not None and any(op.type in ("Save", "Load") for op in proto.op):
+        rooted = [_rooted(op) for op in proto.op]
+        proto = NetDef.FromString(proto.SerializeToString())
+        del proto.op[:]
+        proto.op.extend(rooted)
     gpu = [op for op in proto.op if op.device_option.device_type == GpuDeviceType]
     if gpu and on_cpu_if_no_gpu(gpu[0].device_option, f"net {proto.name!r}").device_type == 0:
         proto = NetDef.FromString(proto.SerializeToString())
@@ -162,6 +201,7 @@ def _canonical_net(net: Any) -> NetDef:
 
 def RunOperatorOnce(operator: OperatorDef | bytes) -> bool:  # noqa: N802
     for op in translate_op(_op(operator)):
+        op = _rooted(op)
         _run(lambda op=op: C().run_operator_once(op))
     return True
 
