@@ -119,9 +119,10 @@ def compare(
             the two runs compute no blob in common.
     """
     onnx_model = _onnx_model(model)
-    source = model if onnx_model is None else onnx_model
     feeds = {k: np.asarray(v) for k, v in inputs.items()}
-    if onnx_model is not None:  # declared inputs: check feeds before a peer runs them
+    source = model
+    if onnx_model is not None:  # imported once; declared inputs: check feeds before a peer
+        source = _nets(onnx_model)
         feeds = _checked_feeds(source, feeds)
     if isinstance(against, str) and against == "torch":
         label, peer = "torch (to_torch)", lambda: _torch_values(source, feeds)
@@ -187,12 +188,12 @@ def _torch_values(model: Any, feeds: dict) -> dict:
     return {k: v.detach().numpy() if hasattr(v, "detach") else v for k, v in env.items()}
 
 
-def _checked_feeds(model: Any, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def _checked_feeds(nets: tuple, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """The feeds, checked as Predictor checks them (names, dtypes, ranks): a bad feed is
     one FeedError naming the input, not a peer's own failure."""
     from netbrew.executor.predictor import Predictor
 
-    return Predictor(*_nets(model), optimize=False).check_feeds(inputs)
+    return Predictor(*nets, optimize=False).check_feeds(inputs)
 
 
 def _onnx_model(model: Any):

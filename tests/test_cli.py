@@ -65,6 +65,18 @@ def test_corrupt_model_is_a_clean_error(tmp_path, capsys):
     assert "bad.pb: not a valid binary NetDef" in capsys.readouterr().err
 
 
+def assert_same_prob(first, second, tmp_path, seed: int) -> None:
+    """`netbrew run` of two models on one batch of 3 images gives the same `prob`."""
+    x = np.random.default_rng(seed).uniform(size=(3, 1, 6, 6)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for model, out in ((first, "a"), (second, "b")):
+        assert main(["run", str(model), "--input", f"data={tmp_path / 'x.npy'}",
+                     "-o", str(tmp_path / out)]) == 0  # fmt: skip
+    np.testing.assert_allclose(
+        np.load(tmp_path / "a" / "prob.npy"), np.load(tmp_path / "b" / "prob.npy"), atol=1e-6
+    )
+
+
 def test_convert_both_ways(model_dir, tmp_path, capsys):
     onnx_path = tmp_path / "model.onnx"
     args = ["convert", str(model_dir), "-o", str(onnx_path), "--input", "data=2x1x6x6"]
@@ -72,14 +84,7 @@ def test_convert_both_ways(model_dir, tmp_path, capsys):
     assert "opset 21" in capsys.readouterr().out
     back = tmp_path / "back"
     assert main(["convert", str(onnx_path), "-o", str(back)]) == 0
-    x = np.random.default_rng(0).uniform(size=(3, 1, 6, 6)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    for folder, out in ((model_dir, "a"), (back, "b")):
-        assert main(["run", str(folder), "--input", f"data={tmp_path / 'x.npy'}",
-                     "-o", str(tmp_path / out)]) == 0  # fmt: skip
-    np.testing.assert_allclose(
-        np.load(tmp_path / "a" / "prob.npy"), np.load(tmp_path / "b" / "prob.npy"), atol=1e-6
-    )
+    assert_same_prob(model_dir, back, tmp_path, seed=0)
 
 
 def test_convert_needs_input_shapes(model_dir, tmp_path, capsys):
@@ -103,11 +108,4 @@ def test_convert_onnx_to_an_older_opset_keeps_the_numbers(model_dir, tmp_path, c
     model = onnx.load(old)
     assert next(o.version for o in model.opset_import if o.domain == "") == 13
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
-    x = np.random.default_rng(1).uniform(size=(3, 1, 6, 6)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    for path, out in ((new, "a"), (old, "b")):
-        assert main(["run", str(path), "--input", f"data={tmp_path / 'x.npy'}",
-                     "-o", str(tmp_path / out)]) == 0  # fmt: skip
-    np.testing.assert_allclose(
-        np.load(tmp_path / "a" / "prob.npy"), np.load(tmp_path / "b" / "prob.npy"), atol=1e-6
-    )
+    assert_same_prob(new, old, tmp_path, seed=1)

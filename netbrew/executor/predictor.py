@@ -10,6 +10,7 @@ import numpy as np
 from netbrew.errors import BlobNotFoundError, FeedError, OperatorError, SchemaError
 from netbrew.executor.profiler import Profile
 from netbrew.executor.workspace import Workspace, _netdef
+from netbrew.netdef.args import overridable
 from netbrew.netdef.tensor import dtype_of
 from netbrew.proto.netbrew_pb2 import NetDef, TensorShape
 
@@ -80,8 +81,6 @@ def optimize_for_inference(
         copy.CopyFrom(net)
         copy.external_output.extend(o for o in net.op[-1].output if o)
         net = copy
-    from netbrew.converters.onnx.importer import overridable
-
     fed = overridable(net)  # ONNX initializers a feed may replace: never constants
     if params_are_constant:
         net = _precompute(net, workspace, fed)

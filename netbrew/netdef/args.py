@@ -102,3 +102,13 @@ def args_dict(args: Iterable[Argument]) -> dict[str, Any]:
 def set_args(target: Any, values: Mapping[str, Any]) -> None:
     """Appends Arguments for `values` to a proto's `arg` field."""
     target.arg.extend(make_arg(k, v) for k, v in values.items())
+
+
+OVERRIDABLE = "netbrew_overridable"
+"""A net argument naming parameters a feed may replace (ONNX initializers that are also
+graph inputs): the inference passes keep them as inputs, never folded as constants."""
+
+
+def overridable(net: NetDef) -> set[str]:
+    """The blobs `net`'s OVERRIDABLE argument names."""
+    return {b.decode() for a in net.arg if a.name == OVERRIDABLE for b in a.strings}

@@ -285,7 +285,7 @@ def lower_loop(interp, node: ast.For | ast.While) -> None:
     before, brk, after = _split_break(interp, node.body)
     assigned = assigned_names(node.body)
     carried = [n for n in assigned if n in env and not isinstance(env[n], Undefined)]
-    defined = counter is not None and not isinstance(env.get(counter, Undefined("")), Undefined)
+    defined = counter in env and not isinstance(env[counter], Undefined)  # (None: a while)
     if defined and counter not in carried:  # Python leaves it at its last value
         carried.append(counter)
     for name in carried:

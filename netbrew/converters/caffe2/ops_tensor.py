@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from netbrew.converters.caffe2.context import Context, translator
+from netbrew.converters.caffe2.ops_window import nhwc
 from netbrew.errors import UnsupportedConversion
 from netbrew.proto.netbrew_pb2 import OperatorDef
 
@@ -168,10 +169,7 @@ def _order_axis(ctx: Context) -> int:
     """Caffe2's `axis` argument, else the channel axis of `order` (GetDimFromOrderString)."""
     if ctx.has("axis"):
         return int(ctx.arg("axis"))
-    order = ctx.arg("order", default="NCHW")
-    if order not in ("NCHW", "NHWC"):
-        raise UnsupportedConversion(f"order {order!r}, expected 'NCHW' or 'NHWC'")
-    return 1 if order == "NCHW" else 3
+    return 3 if nhwc(ctx) else 1  # nhwc refuses any other order
 
 
 @translator("Split")

@@ -35,8 +35,8 @@ from netbrew.converters.module.plan import Plan, Step, build_plan
 from netbrew.converters.module.plan_module import Backend, PlanForward, layer_runner
 from netbrew.executor.compiled import compile_op
 from netbrew.netdef.args import args_dict
+from netbrew.netdef.passes._graph import is_opaque
 from netbrew.nn._dispatch import call
-from netbrew.operators import get_schema
 
 
 def to_module(init_net: Any, predict_net: Any) -> NetModule:
@@ -75,7 +75,7 @@ def _flatten(value: Any, axis: int) -> Any:
 def _op_runner(index: int, step: Step):
     op_type, args = step.op.type, args_dict(step.op.arg)
     count = len(step.outputs)
-    if step.captured or _reads_names(op_type):
+    if step.captured or is_opaque(step.op):  # If, Loop, Save... read blobs by name
         return _scope_runner(index, step)
 
     def run_op(root: NetModule, env: dict) -> None:
@@ -87,11 +87,6 @@ def _op_runner(index: int, step: Step):
                 env[name] = value
 
     return run_op
-
-
-def _reads_names(op_type: str) -> bool:
-    schema = get_schema(op_type)
-    return schema.wants_names or schema.wants_scope
 
 
 def _scope_runner(index: int, step: Step):

@@ -33,7 +33,7 @@ import numpy as np
 from netbrew.converters.module.plan import Plan, Step, build_plan
 from netbrew.converters.module.plan_module import Backend, PlanForward, layer_runner
 from netbrew.converters.module.torch_functional import TORCH_OPS, NumpyFallback
-from netbrew.converters.module.torch_graph import import_torch
+from netbrew.converters.module.torch_graph import import_torch, to_numpy
 from netbrew.errors import UnsupportedConversion
 from netbrew.executor.workspace import _netdef
 from netbrew.proto.netbrew_pb2 import NetDef
@@ -62,10 +62,6 @@ def to_torch(init_net: Any, predict_net: Any) -> Any:
     module._predict_net = NetDef()  # from_torch gives it back, with the module's weights
     module._predict_net.CopyFrom(_netdef(predict_net))
     return module
-
-
-def _numpy(torch: Any, value: Any) -> Any:
-    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
 
 
 def _wrap_indices(indices: Any, rows: int) -> Any:
@@ -174,7 +170,11 @@ def _run_numpy(torch: Any, compiled: Any, args: list, scope: dict | None = None)
         )
     device = tensors[0].device if tensors else torch.device("cpu")
     named = [*zip(op.input, args), *scope.items()]
-    blobs = {n: _numpy(torch, a) for n, a in named if n and a is not None}
+    blobs = {
+        n: to_numpy(a) if isinstance(a, torch.Tensor) else a
+        for n, a in named
+        if n and a is not None
+    }
     compiled.run(blobs)
     return tuple(to_tensor(torch, blobs[o]).to(device) if o else None for o in op.output)
 

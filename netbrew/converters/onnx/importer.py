@@ -19,6 +19,7 @@ from onnx import helper, version_converter
 from netbrew.converters.onnx.attributes import tensor_to_array, to_argument
 from netbrew.converters.onnx.gradient_op import expand_gradient_ops
 from netbrew.errors import ModelLoadError
+from netbrew.netdef.args import OVERRIDABLE
 from netbrew.netdef.tensor import data_type_of, from_array
 from netbrew.operators import onnx_training
 from netbrew.proto.netbrew_pb2 import NetDef, OperatorDef, TensorShape
@@ -231,16 +232,6 @@ def import_model(
     if hoist_constants:
         hoist(init, net, {b for b in init.external_output if b not in overridable})
     return init, net
-
-
-OVERRIDABLE = "netbrew_overridable"
-"""A net argument naming parameters a feed may replace (ONNX initializers that are also
-graph inputs): the inference passes keep them as inputs, never folded as constants."""
-
-
-def overridable(net: NetDef) -> set[str]:
-    """The blobs `net`'s OVERRIDABLE argument names."""
-    return {b.decode() for a in net.arg if a.name == OVERRIDABLE for b in a.strings}
 
 
 def hoist(init: NetDef, net: NetDef, constants: set[str]) -> list[OperatorDef]:
